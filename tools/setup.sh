@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One setup step for every README command: Debian packages (Bazel and its offline rule
+# repositories, Fashion-MNIST) and a virtual environment in .venv with the pinned Python
+# packages. Idempotent; when everything is already in place it returns in about a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv
+STAMP="$VENV/.setup-stamp"
+want="$(cat requirements.txt requirements-nodeps.txt tools/setup.sh | sha256sum | cut -d' ' -f1)"
+
+apt_pkgs=(bazel-bootstrap bazel-rules-java dataset-fashion-mnist)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+  exit 0
+fi
+echo "setup: creating $VENV and installing pinned Python packages (about 2 minutes)" >&2
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null || PY=python3
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1
+"$VENV/bin/python" -m pip install -q -r requirements.txt 2>&1 | grep -v "is ignored" || true
+"$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt 2>&1 | grep -v "is ignored" || true
+"$VENV/bin/python" -c "import importlib.metadata as m; print('setup: tensorflow', m.version('tensorflow'), 'tensorflow-federated', m.version('tensorflow-federated'))" >&2
+echo "$want" > "$STAMP"
