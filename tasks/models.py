@@ -1,0 +1,92 @@
+"""Small Keras models for the FMNIST and Synthetic tasks; both output LOGITS.
+
+``build_fmnist_cnn`` is the shallow CNN of Kim et al. 2024 (Delta-SGD, Sec. 4: "two convolutional
+and two fully-connected layers, followed by dropout and ReLU activations" for MNIST and FMNIST).
+The paper gives no sizes; they are those of ``CNNMnist`` in the authors' public code (the
+PyTorch MNIST example shape shared by many FL code bases). ``build_softmax_regression`` is the
+multinomial logistic regression y = argmax(softmax(W x + b)) of the Synthetic task of Ju et al.
+2023 (AdaFedAdam, App. C.1) and Li et al. 2020 (FedProx).
+
+Models are not compiled; use a loss with ``from_logits=True``. Inputs are declared so models are
+built (and their weights exist) without data.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+__all__ = ["build_fmnist_cnn", "build_softmax_regression"]
+
+
+def _check_int(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name}={value!r} is invalid; expected an integer >= {low}")
+    return value
+
+
+def _seeded(seed: int | None, offset: int) -> dict:
+    """Initializer kwargs: Keras defaults, with per-layer seeds when ``seed`` is given."""
+    if seed is None:
+        return {}
+    return {"kernel_initializer": tf.keras.initializers.GlorotUniform(seed=seed + offset)}
+
+
+def build_fmnist_cnn(num_classes: int = 10, seed: int | None = None) -> tf.keras.Model:
+    """The CNNMnist shallow CNN of Kim et al. 2024 for 28x28x1 images.
+
+    Layers (sizes from ``CNNMnist`` in Kim et al.'s code, github.com/jlylekim/auto-tuned-FL):
+    conv 10@5x5 -> maxpool 2 -> ReLU -> conv 20@5x5 -> channel dropout 0.5 (PyTorch
+    ``Dropout2d`` = Keras ``SpatialDropout2D``) -> maxpool 2 -> ReLU -> flatten (4*4*20 = 320)
+    -> dense 50 + ReLU -> dropout 0.5 -> dense ``num_classes`` logits. Valid padding:
+    28 -> 24 -> 12 -> 8 -> 4. Parameters for 10 classes: 260 + 5,020 + 16,050 + 510 = 21,840.
+    The authors' model ends in log_softmax with an NLL loss, equivalent to these logits with
+    cross-entropy from logits. Initialisers are Keras defaults (Glorot-uniform kernels, zero
+    biases), not PyTorch's.
+
+    Args:
+        num_classes: number of output logits, >= 2.
+        seed: optional seed for the kernel initialisers and dropout masks; None = unseeded.
+
+    Returns:
+        An uncompiled ``tf.keras.Sequential`` mapping float32 [B, 28, 28, 1] to logits
+        [B, num_classes].
+    """
+    num_classes = _check_int("num_classes", num_classes, 2)
+    layers = tf.keras.layers
+    return tf.keras.Sequential([
+        tf.keras.Input(shape=(28, 28, 1), dtype=tf.float32),
+        layers.Conv2D(10, 5, name="conv1", **_seeded(seed, 0)),
+        layers.MaxPool2D(2, name="pool1"),
+        layers.ReLU(name="relu1"),
+        layers.Conv2D(20, 5, name="conv2", **_seeded(seed, 1)),
+        layers.SpatialDropout2D(0.5, seed=seed, name="conv2_drop"),
+        layers.MaxPool2D(2, name="pool2"),
+        layers.ReLU(name="relu2"),
+        layers.Flatten(name="flatten"),
+        layers.Dense(50, activation="relu", name="fc1", **_seeded(seed, 2)),
+        layers.Dropout(0.5, seed=None if seed is None else seed + 1, name="fc1_drop"),
+        layers.Dense(num_classes, name="logits", **_seeded(seed, 3)),
+    ], name="fmnist_cnn")
+
+
+def build_softmax_regression(num_features: int = 60, num_classes: int = 10,
+                             seed: int | None = None) -> tf.keras.Model:
+    """Multinomial logistic regression: one Dense layer producing logits W^T x + b.
+
+    Parameters: num_features * num_classes + num_classes (610 for 60 features, 10 classes).
+
+    Args:
+        num_features: input dimension, >= 1.
+        num_classes: number of output logits, >= 2.
+        seed: optional seed for the kernel initialiser; None = unseeded.
+
+    Returns:
+        An uncompiled ``tf.keras.Sequential`` mapping float32 [B, num_features] to logits
+        [B, num_classes].
+    """
+    num_features = _check_int("num_features", num_features, 1)
+    num_classes = _check_int("num_classes", num_classes, 2)
+    return tf.keras.Sequential([
+        tf.keras.Input(shape=(num_features,), dtype=tf.float32),
+        tf.keras.layers.Dense(num_classes, name="logits", **_seeded(seed, 0)),
+    ], name="softmax_regression")
