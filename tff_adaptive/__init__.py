@@ -1,0 +1,1 @@
+"""tff-adaptive: adaptive federated optimization on TensorFlow Federated."""
