@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tff_adaptive.stateless_dropout import StatelessDropout
+
 __all__ = ["build_fmnist_cnn", "build_softmax_regression"]
 
 
@@ -36,7 +38,7 @@ def build_fmnist_cnn(num_classes: int = 10, seed: int | None = None) -> tf.keras
 
     Layers (sizes from ``CNNMnist`` in Kim et al.'s code, github.com/jlylekim/auto-tuned-FL):
     conv 10@5x5 -> maxpool 2 -> ReLU -> conv 20@5x5 -> channel dropout 0.5 (PyTorch
-    ``Dropout2d`` = Keras ``SpatialDropout2D``) -> maxpool 2 -> ReLU -> flatten (4*4*20 = 320)
+    ``Dropout2d``, channel-wise) -> maxpool 2 -> ReLU -> flatten (4*4*20 = 320)
     -> dense 50 + ReLU -> dropout 0.5 -> dense ``num_classes`` logits. Valid padding:
     28 -> 24 -> 12 -> 8 -> 4. Parameters for 10 classes: 260 + 5,020 + 16,050 + 510 = 21,840.
     The authors' model ends in log_softmax with an NLL loss, equivalent to these logits with
@@ -45,7 +47,9 @@ def build_fmnist_cnn(num_classes: int = 10, seed: int | None = None) -> tf.keras
 
     Args:
         num_classes: number of output logits, >= 2.
-        seed: optional seed for the kernel initialisers and dropout masks; None = unseeded.
+        seed: optional seed for the kernel initialisers; None = unseeded. Dropout masks come from
+            the training loop's seeds (``tff_adaptive.stateless_dropout``), so a federated run is
+            a pure function of its seed.
 
     Returns:
         An uncompiled ``tf.keras.Sequential`` mapping float32 [B, 28, 28, 1] to logits
@@ -59,12 +63,12 @@ def build_fmnist_cnn(num_classes: int = 10, seed: int | None = None) -> tf.keras
         layers.MaxPool2D(2, name="pool1"),
         layers.ReLU(name="relu1"),
         layers.Conv2D(20, 5, name="conv2", **_seeded(seed, 1)),
-        layers.SpatialDropout2D(0.5, seed=seed, name="conv2_drop"),
+        StatelessDropout(0.5, spatial=True, name="conv2_drop"),
         layers.MaxPool2D(2, name="pool2"),
         layers.ReLU(name="relu2"),
         layers.Flatten(name="flatten"),
         layers.Dense(50, activation="relu", name="fc1", **_seeded(seed, 2)),
-        layers.Dropout(0.5, seed=None if seed is None else seed + 1, name="fc1_drop"),
+        StatelessDropout(0.5, name="fc1_drop"),
         layers.Dense(num_classes, name="logits", **_seeded(seed, 3)),
     ], name="fmnist_cnn")
 
