@@ -17,7 +17,8 @@ Where TFF's built-in optimizer computes a variant exactly it is returned as is:
 ``initial_preconditioner_value=0`` is the published FedYogi. TFF's ``build_adagrad`` puts
 epsilon inside the sqrt and starts its accumulator at 0.1, so neither FedAdagrad variant can
 use it. All optimizers keep their learning rate under ``LEARNING_RATE_KEY`` so that
-``tff.learning.optimizers.schedule_learning_rate`` and get/set_hparams work.
+``tff.learning.optimizers.schedule_learning_rate`` and get/set_hparams work, and tau under
+``"epsilon"``, TFF's name for it, so hparams have the same keys whichever class computes them.
 """
 
 import collections
@@ -37,7 +38,7 @@ VARIANTS = (PUBLISHED, ALGORITHM2)
 
 _BETA_1_KEY = 'beta_1'
 _BETA_2_KEY = 'beta_2'
-_TAU_KEY = 'tau'
+_TAU_KEY = 'epsilon'  # the paper's tau, under TFF's name for it
 _STEP_KEY = 'step'
 _FIRST_MOMENT_KEY = 'm'
 _SECOND_MOMENT_KEY = 'v'
@@ -164,6 +165,9 @@ def _initial_v(variant: str, tau: float, value: Optional[float]) -> float:
     return 0.0 if variant == PUBLISHED else tau**2
   if value < 0:
     raise ValueError(f'initial_accumulator_value must be >= 0, got {value}')
+  if variant == ALGORITHM2 and value < tau**2 * (1 - 1e-9):  # float slack: 0.1**2 > 0.01
+    raise ValueError(f'initial_accumulator_value must be >= tau^2 = {tau**2} for the '
+                     f'algorithm2 variant (Algorithm 2 requires v_-1 >= tau^2), got {value}')
   return value
 
 
