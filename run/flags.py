@@ -1,0 +1,148 @@
+"""All command-line flags of the trainer, and their translation into typed configs.
+
+Flag names follow google-research/federated's `optimization` trainer where it has one.
+Flags left unset take the task's published defaults (`tasks.TaskDefaults`).
+"""
+
+import dataclasses
+from typing import Any, Optional
+
+from absl import flags
+
+import tasks
+from tff_adaptive import client_work
+from tff_adaptive import optimizers
+from tff_adaptive import schedules
+
+CLIENT_OPTIMIZERS = ('sgd', 'sgdm')
+
+# Task and data.
+flags.DEFINE_string('task', 'fmnist', f'Task: one of {", ".join(tasks.TASKS)}.')
+flags.DEFINE_string('data_dir', None, 'Directory with the task\'s data files (default: the '
+                    'task\'s own location, e.g. the Debian package for fmnist).')
+flags.DEFINE_float('dirichlet_alpha', 0.1, 'Dirichlet label-skew concentration (fmnist).')
+flags.DEFINE_float('synthetic_alpha', 1.0, 'LEAF Synthetic alpha (synthetic).')
+flags.DEFINE_float('synthetic_beta', 1.0, 'LEAF Synthetic beta (synthetic).')
+flags.DEFINE_integer('num_clients', None, 'Population size of generated/partitioned tasks.')
+# Server optimizer.
+flags.DEFINE_string('server_optimizer', 'sgd',
+                    f'Server optimizer: one of {", ".join(optimizers.SERVER_OPTIMIZERS)}.')
+flags.DEFINE_float('server_learning_rate', None, 'Server learning rate (default: task\'s).')
+flags.DEFINE_float('server_momentum', 0.9, 'Server momentum (sgdm).')
+flags.DEFINE_float('tau', 1e-3, 'Adaptivity tau (adagrad, adam, yogi).')
+flags.DEFINE_float('server_beta_1', None, 'First-moment decay (default 0 for adagrad, 0.9 '
+                   'for adam/yogi).')
+flags.DEFINE_float('server_beta_2', 0.999, 'Second-moment decay (adam, yogi).')
+flags.DEFINE_float('initial_accumulator_value', None,
+                   'v_{-1} (default: 0 for published, tau^2 for algorithm2).')
+flags.DEFINE_string('adaptive_variant', optimizers.PUBLISHED,
+                    f'One of {", ".join(optimizers.VARIANTS)}: the authors\' code that produced '
+                    'the published tables, or Algorithm 2 as printed.')
+flags.DEFINE_string('server_lr_schedule', 'constant',
+                    f'Server lr schedule: one of {", ".join(schedules.SCHEDULES)}.')
+# Client optimizer.
+flags.DEFINE_string('client_optimizer', 'sgd', f'One of {", ".join(CLIENT_OPTIMIZERS)}.')
+flags.DEFINE_float('client_learning_rate', None, 'Client learning rate (default: task\'s).')
+flags.DEFINE_float('client_momentum', 0.9, 'Client momentum (sgdm).')
+flags.DEFINE_string('client_lr_schedule', 'constant',
+                    f'Client lr schedule: one of {", ".join(schedules.SCHEDULES)}.')
+flags.DEFINE_integer('client_epochs_per_round', 1, 'Local epochs E.')
+flags.DEFINE_integer('client_batch_size', None, 'Local batch size B (default: task\'s).')
+# Loop.
+flags.DEFINE_integer('clients_per_round', None, 'Clients per round (default: task\'s).')
+flags.DEFINE_integer('total_rounds', None, 'Rounds to train (default: task\'s).')
+flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
+flags.DEFINE_integer('rounds_per_checkpoint', 50, 'Checkpoint every this many rounds.')
+flags.DEFINE_string('root_output_dir', 'results', 'Root of all experiment directories.')
+flags.DEFINE_string('experiment_name', None,
+                    'Experiment directory name (default: <task>_<server_optimizer>_seed<seed>).')
+flags.DEFINE_integer('seed', 1, 'Seed of client sampling, shuffling, partitioning and init '
+                     '(the published runs sampled clients with seed 1).')
+
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+  """Everything that determines a run's trajectory (stored as hparams.json)."""
+  task: tasks.TaskConfig
+  server: optimizers.ServerOptimizerConfig
+  server_lr_schedule: schedules.ScheduleConfig
+  client: client_work.ClientTrainingConfig
+  clients_per_round: int
+  total_rounds: int
+  seed: int
+
+
+def _choice(name: str, value: str, valid) -> str:
+  if value not in valid:
+    raise ValueError(f'--{name}={value!r} is not valid; valid choices: {", ".join(valid)}')
+  return value
+
+
+def _positive(name: str, value) -> Any:
+  if value is not None and not value > 0:
+    raise ValueError(f'--{name} must be > 0, got {value}')
+  return value
+
+
+def _or(value, default):
+  return default if value is None else value
+
+
+def experiment_config_from_flags() -> ExperimentConfig:
+  """Validates the flags and builds the run's config (no data or TFF work).
+
+  Raises:
+    ValueError: one line naming the bad flag, its value and the valid choices/range.
+  """
+  _choice('task', FLAGS.task, tasks.TASKS)
+  _choice('server_optimizer', FLAGS.server_optimizer, optimizers.SERVER_OPTIMIZERS)
+  _choice('client_optimizer', FLAGS.client_optimizer, CLIENT_OPTIMIZERS)
+  _choice('adaptive_variant', FLAGS.adaptive_variant, optimizers.VARIANTS)
+  _choice('server_lr_schedule', FLAGS.server_lr_schedule, schedules.SCHEDULES)
+  _choice('client_lr_schedule', FLAGS.client_lr_schedule, schedules.SCHEDULES)
+  for name in ('server_learning_rate', 'client_learning_rate', 'tau', 'client_batch_size',
+               'clients_per_round', 'total_rounds', 'rounds_per_eval',
+               'rounds_per_checkpoint', 'client_epochs_per_round', 'dirichlet_alpha',
+               'num_clients'):
+    _positive(name, FLAGS[name].value)
+  if FLAGS.seed < 0:
+    raise ValueError(f'--seed must be >= 0, got {FLAGS.seed}')
+  defaults = tasks.TASKS[FLAGS.task].defaults
+  total_rounds = _or(FLAGS.total_rounds, defaults.total_rounds)
+  client_momentum = FLAGS.client_momentum if FLAGS.client_optimizer == 'sgdm' else 0.0
+  try:
+    server = optimizers.ServerOptimizerConfig(
+        name=FLAGS.server_optimizer,
+        learning_rate=_or(FLAGS.server_learning_rate, defaults.server_learning_rate),
+        momentum=FLAGS.server_momentum, tau=FLAGS.tau, beta_1=FLAGS.server_beta_1,
+        beta_2=FLAGS.server_beta_2,
+        initial_accumulator_value=FLAGS.initial_accumulator_value,
+        variant=FLAGS.adaptive_variant)
+    optimizers.build_server_optimizer(server)  # validates the hyperparameters
+    client = client_work.ClientTrainingConfig(
+        learning_rate=_or(FLAGS.client_learning_rate, defaults.client_learning_rate),
+        momentum=client_momentum, epochs=FLAGS.client_epochs_per_round,
+        batch_size=_or(FLAGS.client_batch_size, defaults.client_batch_size),
+        lr_schedule=schedules.ScheduleConfig(FLAGS.client_lr_schedule,
+                                             total_rounds=total_rounds))
+  except ValueError as e:
+    raise ValueError(f'{e} (check the matching flag)') from None
+  return ExperimentConfig(
+      task=tasks.TaskConfig(
+          name=FLAGS.task, data_dir=FLAGS.data_dir, seed=FLAGS.seed,
+          dirichlet_alpha=FLAGS.dirichlet_alpha, synthetic_alpha=FLAGS.synthetic_alpha,
+          synthetic_beta=FLAGS.synthetic_beta, num_clients=FLAGS.num_clients),
+      server=server,
+      server_lr_schedule=schedules.ScheduleConfig(FLAGS.server_lr_schedule,
+                                                  total_rounds=total_rounds),
+      client=client,
+      clients_per_round=_or(FLAGS.clients_per_round, defaults.clients_per_round),
+      total_rounds=total_rounds,
+      seed=FLAGS.seed)
+
+
+def experiment_name(config: ExperimentConfig) -> str:
+  return FLAGS.experiment_name or (
+      f'{config.task.name}_{config.server.name}_seed{config.seed}')

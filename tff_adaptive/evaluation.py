@@ -1,0 +1,105 @@
+"""Centralized evaluation of the global model and per-client metric distributions.
+
+Reddi et al. 2021 report the global model's metrics on the pooled test split. Fairness-minded
+papers (Ju et al., AdaFedAdam; Li et al., q-FFL) report the distribution of a metric over
+clients' own test data: average, standard deviation, and the average of the worst 30%.
+
+Evaluation runs in-process in one compiled tf.function over in-memory batches; it is not a
+federated computation, so it costs no TFF runtime overhead.
+"""
+
+import collections
+from collections.abc import Callable, Mapping
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+DISTRIBUTION_STATS = ('mean', 'std', 'worst30', 'min', 'p10', 'p50', 'p90')
+
+
+def lower_is_better(metric_name: str) -> bool:
+  """Losses and errors improve downwards; accuracies, recalls and F1 upwards."""
+  return any(word in metric_name for word in ('loss', 'error', 'mse', 'perplexity'))
+
+
+def distribution_summary(values: np.ndarray,
+                         higher_is_better: bool = True) -> collections.OrderedDict:
+  """Mean, population std, worst-30% mean, min, and 10/50/90th percentiles over clients.
+
+  "worst30" is the average over the ceil(0.3 K) (at least one) worst clients: those with the
+  smallest values when higher is better (the "Worst 30%" accuracy of Ju et al.), the largest
+  when lower is better (losses).
+  """
+  values = np.sort(np.asarray(values, np.float64))
+  if values.size == 0:
+    raise ValueError('distribution_summary needs at least one value')
+  k = max(1, int(np.ceil(0.3 * values.size)))
+  worst = values[:k] if higher_is_better else values[-k:]
+  return collections.OrderedDict(
+      mean=float(values.mean()), std=float(values.std()),
+      worst30=float(worst.mean()), min=float(values[0]),
+      p10=float(np.percentile(values, 10)), p50=float(np.percentile(values, 50)),
+      p90=float(np.percentile(values, 90)))
+
+
+class Evaluator:
+  """Evaluates model weights on arrays with one Keras model reused across calls."""
+
+  def __init__(self, keras_model_fn: Callable[[], tf.keras.Model],
+               loss_fn: Callable[[], tf.keras.losses.Loss],
+               metrics_fn: Callable[[], list[tf.keras.metrics.Metric]],
+               batch_size: int = 1000):
+    self._model = keras_model_fn()
+    self._loss = loss_fn()
+    self._loss.reduction = tf.keras.losses.Reduction.SUM
+    self._metrics = metrics_fn()
+    self._batch_size = batch_size
+    self._batch_step = tf.function(self._batch_step_impl, reduce_retracing=True)
+
+  def _batch_step_impl(self, x, y):
+    predictions = self._model(x, training=False)
+    for metric in self._metrics:
+      metric.update_state(y, predictions)
+    return self._loss(y, predictions)
+
+  def evaluate(self, weights: tff.learning.models.ModelWeights,
+               data: Mapping[str, np.ndarray]) -> collections.OrderedDict:
+    """Returns OrderedDict(loss=mean loss per example, <metric name>=value, ...)."""
+    weights.assign_weights_to(self._model)
+    return self._evaluate_assigned(data)
+
+  def _evaluate_assigned(self, data):
+    for metric in self._metrics:
+      metric.reset_state()
+    x, y = data['x'], data['y']
+    n = len(y)
+    loss_sum = 0.0
+    for start in range(0, n, self._batch_size):
+      loss_sum += float(self._batch_step(
+          x[start:start + self._batch_size], y[start:start + self._batch_size]))
+    results = collections.OrderedDict(loss=loss_sum / max(n, 1))
+    for metric in self._metrics:
+      results[metric.name] = float(metric.result())
+    return results
+
+  def evaluate_clients(
+      self, weights: tff.learning.models.ModelWeights,
+      clients: Mapping[str, Mapping[str, np.ndarray]],
+      client_ids: Optional[list[str]] = None,
+  ) -> tuple[collections.OrderedDict, dict[str, collections.OrderedDict]]:
+    """Evaluates on each client's data; returns (summary per metric, per-client results).
+
+    The summary has keys '<metric>_<stat>' for each stat of `DISTRIBUTION_STATS`.
+    """
+    ids = client_ids if client_ids is not None else list(clients.keys())
+    weights.assign_weights_to(self._model)
+    per_client = {cid: self._evaluate_assigned(clients[cid]) for cid in ids}
+    summary = collections.OrderedDict()
+    for name in next(iter(per_client.values())):
+      stats = distribution_summary([r[name] for r in per_client.values()],
+                                   higher_is_better=not lower_is_better(name))
+      for stat, value in stats.items():
+        summary[f'{name}_{stat}'] = value
+    return summary, per_client

@@ -1,0 +1,394 @@
+"""A local TFF execution context whose C++ worker cannot outlive Python.
+
+Infrastructure module (no paper): it replaces TensorFlow Federated 0.87's
+`tff.backends.native.set_sync_local_cpp_execution_context()` for our trainer
+and tests. TFF's own version starts its `worker_binary` child lazily on the
+first computation call, without a parent-death signal and inheriting Python's
+stdout/stderr, so the worker survives a SIGKILLed Python (re-parented to PID 1,
+holding any output pipe open); and the `ServiceManager.__del__` of the context
+that `import tensorflow_federated` installs runs during interpreter teardown,
+printing "Exception ignored in ... AttributeError: 'NoneType' object has no
+attribute 'Popen'" at every exit.
+
+`local_execution()` instead starts the worker itself, eagerly, with the same
+flags TFF uses (`--port`, `--max_concurrent_computation_calls`), plus:
+
+* `PR_SET_PDEATHSIG = SIGKILL` (Linux `prctl`, set in the child between fork
+  and exec), so the kernel kills the worker when Python dies for any reason;
+* its own process group, so a terminal Ctrl-C reaches only Python, which
+  raises `KeyboardInterrupt` and stops the worker in `close()`;
+* stdout and stderr sent to Python's stderr (fd 2) or to a log file, never to
+  Python's stdout.
+
+It then composes the same client TFF builds internally, from public pieces:
+`tff.framework.RemoteExecutorGrpcStub` -> `RemoteExecutor` ->
+`ResourceManagingExecutorFactory` -> `SyncExecutionContext`, with
+`tff.backends.native.desugar_and_transform_to_native` as compiler, and makes
+it the default context of the calling thread until `close()`.
+
+Importing this module also registers an `atexit` hook that closes any
+`LocalExecution` left open, replaces the default context by TFF's "no default
+context" and runs `gc.collect()`, so TFF's import-time `ServiceManager` is
+destroyed while its module globals still exist (no "Exception ignored"
+message; a worker it may have started is stopped too).
+
+Caveat: the kernel sends the parent-death signal when the *thread* that
+forked the worker exits. With `with local_execution():` the worker is started
+and stopped by the thread running the `with` block, so that thread outlives
+the worker. Code that calls `close()` by hand must start the `LocalExecution`
+from a thread that lives at least as long (normally the main thread).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import gc
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import types
+from typing import IO, Optional
+
+import grpc
+import portpicker
+import tensorflow_federated as tff
+from tensorflow_federated.python.core.impl.context_stack import set_default_context as _tff_set_default_context
+
+__all__ = ['LocalExecution', 'local_execution', 'worker_binary_path']
+
+_PR_SET_PDEATHSIG = 1  # From <linux/prctl.h>.
+_GRPC_MAX_MESSAGE_LENGTH_BYTES = 2 * 1000 * 1000 * 1000  # As in TFF 0.87.
+_GRPC_CHANNEL_OPTIONS = (
+    ('grpc.max_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
+    ('grpc.max_receive_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
+    ('grpc.max_send_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
+)
+_START_ATTEMPTS = 3  # A picked port can be taken before the worker binds it.
+_STOP_GRACE_S = 5.0
+
+# Resolved once, in the parent: the forked child only calls the function.
+_PRCTL = None
+if sys.platform.startswith('linux'):
+  _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+  _PRCTL.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+  _PRCTL.restype = ctypes.c_int
+
+_OPEN: list['LocalExecution'] = []
+_OPEN_LOCK = threading.Lock()
+
+
+def worker_binary_path() -> str:
+  """Returns the path of the C++ `worker_binary` shipped in the TFF package."""
+  return os.path.join(os.path.dirname(tff.__file__), 'data', 'worker_binary')
+
+
+def _check_optional_positive(name: str, value: Optional[int]) -> None:
+  if value is not None and (
+      isinstance(value, bool) or not isinstance(value, int) or value < 1
+  ):
+    raise ValueError(
+        f'{name} must be None or an integer >= 1, got {value!r}.'
+    )
+
+
+def _make_preexec_fn(parent_pid: int):
+  """Returns a pre-exec hook setting PR_SET_PDEATHSIG=SIGKILL in the child."""
+  if _PRCTL is None:
+    return None
+  prctl = _PRCTL
+  sigkill = int(signal.SIGKILL)
+
+  def preexec() -> None:
+    if prctl(_PR_SET_PDEATHSIG, sigkill, 0, 0, 0) != 0:
+      raise OSError(ctypes.get_errno(), 'prctl(PR_SET_PDEATHSIG) failed')
+    if os.getppid() != parent_pid:  # The parent died before prctl ran.
+      os.kill(os.getpid(), sigkill)
+
+  return preexec
+
+
+class LocalExecution:
+  """A running `worker_binary` and the TFF context that talks to it.
+
+  Created (and started) by `local_execution()`; use it as a context manager or
+  call `close()`. Attributes: `worker_pid`, `port`, `context` (the
+  `tff.framework.SyncExecutionContext`), `max_concurrent_computation_calls`.
+  """
+
+  def __init__(
+      self,
+      *,
+      max_concurrent_computation_calls: Optional[int],
+      default_num_clients: int,
+      intra_op_threads: Optional[int],
+      inter_op_threads: Optional[int],
+      stream_structs: bool,
+      startup_timeout_s: float,
+      worker_log: Optional[str | os.PathLike[str]],
+  ):
+    self.max_concurrent_computation_calls = max_concurrent_computation_calls
+    self._default_num_clients = default_num_clients
+    self._stream_structs = stream_structs
+    self._executors = []
+    self._closed = False
+    self._lock = threading.Lock()
+    self._owner_thread = threading.current_thread()
+    env = dict(os.environ)
+    if intra_op_threads is not None:
+      env['TF_NUM_INTRAOP_THREADS'] = str(intra_op_threads)
+    if inter_op_threads is not None:
+      env['TF_NUM_INTEROP_THREADS'] = str(inter_op_threads)
+    self._process, self.port, self._channel = self._start_worker(
+        env, startup_timeout_s, worker_log
+    )
+    self.worker_pid = self._process.pid
+    try:
+      stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
+      self._stub = stub
+      factory = tff.framework.ResourceManagingExecutorFactory(
+          executor_stack_fn=self._executor_stack
+      )
+      self.context = tff.framework.SyncExecutionContext(
+          executor_fn=factory,
+          compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+          transform_args=tff.tensorflow.transform_args,
+          transform_result=tff.tensorflow.transform_result,
+      )
+      stack = tff.framework.get_context_stack()
+      self._previous_default = getattr(stack, '_stack', [None])[0]
+      tff.framework.set_default_context(self.context)
+    except BaseException:
+      self._stop_worker()
+      raise
+    with _OPEN_LOCK:
+      _OPEN.append(self)
+
+  def _start_worker(
+      self,
+      env: dict[str, str],
+      startup_timeout_s: float,
+      worker_log: Optional[str | os.PathLike[str]],
+  ) -> tuple[subprocess.Popen[bytes], int, grpc.Channel]:
+    """Starts the worker on a free port and waits until gRPC is READY."""
+    max_calls = self.max_concurrent_computation_calls
+    deadline = time.monotonic() + startup_timeout_s
+    failures = []
+    for _ in range(_START_ATTEMPTS):
+      port = portpicker.pick_unused_port()
+      args = [
+          worker_binary_path(),
+          f'--port={port}',
+          f'--max_concurrent_computation_calls={max_calls or -1}',
+      ]
+      log: IO[bytes] | int = 2  # Python's stderr file descriptor.
+      if worker_log is not None:
+        log = open(worker_log, 'ab')  # pylint: disable=consider-using-with
+      try:
+        process = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            close_fds=True,
+            process_group=0,
+            preexec_fn=_make_preexec_fn(os.getpid()),
+        )
+      finally:
+        if not isinstance(log, int):
+          log.close()
+      channel = grpc.insecure_channel(
+          f'localhost:{port}', list(_GRPC_CHANNEL_OPTIONS)
+      )
+      ready = grpc.channel_ready_future(channel)
+      try:
+        while process.poll() is None and time.monotonic() < deadline:
+          try:
+            ready.result(timeout=0.05)
+            return process, port, channel
+          except grpc.FutureTimeoutError:
+            continue
+      except BaseException:
+        ready.cancel()
+        channel.close()
+        _terminate(process)
+        raise
+      ready.cancel()
+      channel.close()
+      failures.append(f'port {port}: exit code {process.poll()}')
+      _terminate(process)
+      if time.monotonic() >= deadline:
+        break
+    raise RuntimeError(
+        f'worker_binary did not become ready within {startup_timeout_s} s '
+        f'({"; ".join(failures) or "timed out"}).'
+    )
+
+  def _executor_stack(self, cardinalities):
+    """Executor-stack function for `ResourceManagingExecutorFactory`."""
+    if self._closed:
+      raise RuntimeError('This LocalExecution is closed; its worker is gone.')
+    if cardinalities.get(tff.CLIENTS) is None:
+      cardinalities[tff.CLIENTS] = self._default_num_clients
+    executor = tff.framework.RemoteExecutor(
+        self._stub, stream_structs=self._stream_structs
+    )
+    executor.set_cardinalities(cardinalities)
+    self._executors.append(executor)
+    return executor
+
+  @property
+  def closed(self) -> bool:
+    return self._closed
+
+  def _stop_worker(self) -> None:
+    _terminate(self._process)
+    self._channel.close()
+
+  def close(self) -> None:
+    """Stops the worker, waits for it and restores the previous context.
+
+    Idempotent. The worker is stopped before the executors are released: the
+    release RPCs then fail fast (and are ignored by TFF) instead of waiting on
+    a worker that may be busy, e.g. after a KeyboardInterrupt.
+    """
+    with self._lock:
+      if self._closed:
+        return
+      self._closed = True
+    try:
+      _terminate(self._process)
+      for executor in self._executors:
+        executor.close()  # Marks its values as disposed; RPC errors ignored.
+      self._executors.clear()
+      self._channel.close()
+    finally:
+      with _OPEN_LOCK:
+        if self in _OPEN:
+          _OPEN.remove(self)
+      stack = tff.framework.get_context_stack()
+      current_default = getattr(stack, '_stack', [None])[0]
+      if (
+          threading.current_thread() is self._owner_thread
+          and current_default is self.context
+      ):
+        if self._previous_default is not None:
+          tff.framework.set_default_context(self._previous_default)
+        else:
+          _tff_set_default_context.set_no_default_context()
+      self._previous_default = None
+
+  def __enter__(self) -> 'LocalExecution':
+    return self
+
+  def __exit__(
+      self,
+      exc_type: Optional[type[BaseException]],
+      exc: Optional[BaseException],
+      tb: Optional[types.TracebackType],
+  ) -> None:
+    self.close()
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+  """SIGTERMs `process`, SIGKILLs it after a grace period, and reaps it."""
+  if process.poll() is not None:
+    return
+  try:
+    process.terminate()
+    process.wait(timeout=_STOP_GRACE_S)
+  except subprocess.TimeoutExpired:
+    process.kill()
+    process.wait()
+  except BaseException:  # E.g. a second Ctrl-C while waiting.
+    process.kill()
+    process.wait()
+    raise
+
+
+def local_execution(
+    max_concurrent_computation_calls: Optional[int] = None,
+    *,
+    default_num_clients: int = 0,
+    intra_op_threads: Optional[int] = None,
+    inter_op_threads: Optional[int] = None,
+    stream_structs: bool = False,
+    startup_timeout_s: float = 60.0,
+    worker_log: Optional[str | os.PathLike[str]] = None,
+) -> LocalExecution:
+  """Starts a guarded local `worker_binary` and makes it TFF's default context.
+
+  Usage: `with local_execution() as ex: ...`, where `ex.worker_pid` is the
+  worker's process id. Inside the block every TFF computation invoked from the
+  same thread runs on this worker; on leaving it (normally, by an exception or
+  KeyboardInterrupt) the worker is stopped and waited for, and the previous
+  default context is restored. If Python is killed, the kernel kills the
+  worker (PR_SET_PDEATHSIG). Without `with`, call `.close()`; an `atexit`
+  hook closes it otherwise.
+
+  Args:
+    max_concurrent_computation_calls: Limit on parallel calls to one
+      computation in the worker (e.g. client updates of one `federated_map`);
+      None means no limit (TFF's default, flag value -1).
+    default_num_clients: Number of clients assumed when a computation's
+      arguments do not determine it, as in TFF.
+    intra_op_threads: TF intra-op thread-pool size in the worker
+      (`TF_NUM_INTRAOP_THREADS`); None keeps TF's default (number of cores).
+    inter_op_threads: TF inter-op thread-pool size in the worker
+      (`TF_NUM_INTEROP_THREADS`); None keeps TF's default.
+    stream_structs: Passed to `tff.framework.RemoteExecutor`.
+    startup_timeout_s: Seconds to wait for the worker to accept gRPC calls.
+    worker_log: File the worker's stdout and stderr are appended to; None
+      sends both to Python's stderr (file descriptor 2).
+
+  Returns:
+    The started `LocalExecution`.
+
+  Raises:
+    ValueError: If an argument is out of range.
+    RuntimeError: If the worker binary is missing or does not become ready.
+  """
+  _check_optional_positive(
+      'max_concurrent_computation_calls', max_concurrent_computation_calls
+  )
+  _check_optional_positive('intra_op_threads', intra_op_threads)
+  _check_optional_positive('inter_op_threads', inter_op_threads)
+  if isinstance(default_num_clients, bool) or not isinstance(
+      default_num_clients, int
+  ) or default_num_clients < 0:
+    raise ValueError(
+        'default_num_clients must be an integer >= 0, got '
+        f'{default_num_clients!r}.'
+    )
+  if not startup_timeout_s > 0:
+    raise ValueError(
+        f'startup_timeout_s must be > 0, got {startup_timeout_s!r}.'
+    )
+  if not os.path.isfile(worker_binary_path()):
+    raise RuntimeError(f'No TFF worker binary at {worker_binary_path()}.')
+  return LocalExecution(
+      max_concurrent_computation_calls=max_concurrent_computation_calls,
+      default_num_clients=default_num_clients,
+      intra_op_threads=intra_op_threads,
+      inter_op_threads=inter_op_threads,
+      stream_structs=stream_structs,
+      startup_timeout_s=startup_timeout_s,
+      worker_log=worker_log,
+  )
+
+
+def _cleanup_at_exit() -> None:
+  """Closes open executions and drops TFF's import-time context cleanly."""
+  with _OPEN_LOCK:
+    still_open = list(reversed(_OPEN))
+  for execution in still_open:
+    execution.close()
+  _tff_set_default_context.set_no_default_context()
+  gc.collect()
+
+
+atexit.register(_cleanup_at_exit)
