@@ -115,7 +115,8 @@ def experiment_config_from_flags() -> ExperimentConfig:
   try:
     server = optimizers.ServerOptimizerConfig(
         name=FLAGS.server_optimizer,
-        learning_rate=_or(FLAGS.server_learning_rate, defaults.server_learning_rate),
+        learning_rate=_or(FLAGS.server_learning_rate,
+                          defaults.server_learning_rate[FLAGS.server_optimizer]),
         momentum=FLAGS.server_momentum, tau=FLAGS.tau, beta_1=FLAGS.server_beta_1,
         beta_2=FLAGS.server_beta_2,
         initial_accumulator_value=FLAGS.initial_accumulator_value,

@@ -18,14 +18,22 @@ import tensorflow_federated as tff
 ClientArrays = collections.OrderedDict  # feature name -> np.ndarray [examples, ...]
 
 
+def _default_server_learning_rates() -> dict[str, float]:
+  return {'sgd': 1.0, 'sgdm': 0.3, 'adagrad': 0.1, 'adam': 0.01, 'yogi': 0.01}
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskDefaults:
-  """The paper's per-task settings, used when the matching flag is not given."""
+  """The paper's per-task settings, used when the matching flag is not given.
+
+  server_learning_rate maps each server optimizer name to its default eta.
+  """
   clients_per_round: int = 10
   client_batch_size: int = 20
   total_rounds: int = 100
   client_learning_rate: float = 0.1
-  server_learning_rate: float = 1.0
+  server_learning_rate: Mapping[str, float] = dataclasses.field(
+      default_factory=_default_server_learning_rates)
 
 
 @dataclasses.dataclass(frozen=True)

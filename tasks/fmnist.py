@@ -27,7 +27,7 @@ def _to_model_input(images: np.ndarray, labels: np.ndarray) -> base.ClientArrays
       x=(images.astype(np.float32) / 255.0)[..., None], y=labels.astype(np.int32))
 
 DEFAULTS = base.TaskDefaults(clients_per_round=10, client_batch_size=64, total_rounds=1000,
-          client_learning_rate=0.05, server_learning_rate=1.0)
+          client_learning_rate=0.05)
 
 
 def build_fmnist_task(config: base.TaskConfig) -> base.Task:

@@ -18,7 +18,7 @@ from tasks import models
 LOCAL_TEST_FRACTION = 0.2
 
 DEFAULTS = base.TaskDefaults(clients_per_round=10, client_batch_size=10, total_rounds=1000,
-          client_learning_rate=0.01, server_learning_rate=1.0)
+          client_learning_rate=0.01)
 
 
 def build_synthetic_task(config: base.TaskConfig) -> base.Task:
