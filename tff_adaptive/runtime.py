@@ -147,8 +147,7 @@ class LocalExecution:
     )
     self.worker_pid = self._process.pid
     try:
-      stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
-      self._stub = stub
+      self._stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
       factory = tff.framework.ResourceManagingExecutorFactory(
           executor_stack_fn=self._executor_stack
       )
@@ -214,11 +213,11 @@ class LocalExecution:
             continue
       except BaseException:
         ready.cancel()
-        channel.close()
+        _close_channel(channel)
         _terminate(process)
         raise
       ready.cancel()
-      channel.close()
+      _close_channel(channel)
       failures.append(f'port {port}: exit code {process.poll()}')
       _terminate(process)
       if time.monotonic() >= deadline:
@@ -247,7 +246,7 @@ class LocalExecution:
 
   def _stop_worker(self) -> None:
     _terminate(self._process)
-    self._channel.close()
+    _close_channel(self._channel)
 
   def close(self) -> None:
     """Stops the worker, waits for it and restores the previous context.
@@ -265,7 +264,7 @@ class LocalExecution:
       for executor in self._executors:
         executor.close()  # Marks its values as disposed; RPC errors ignored.
       self._executors.clear()
-      self._channel.close()
+      _close_channel(self._channel)
     finally:
       with _OPEN_LOCK:
         if self in _OPEN:
@@ -308,6 +307,30 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
     process.kill()
     process.wait()
     raise
+
+
+def _close_channel(channel: grpc.Channel) -> None:
+  """Closes `channel` without racing grpc's connectivity-polling thread.
+
+  `RemoteExecutorGrpcStub` subscribes to the channel's connectivity, which
+  runs a grpc thread that re-enters `watch_connectivity_state` every 0.2 s;
+  `Channel.close()` between two of its calls makes that thread die with
+  "ValueError: Cannot monitor channel state: Channel closed!" (printed as an
+  unhandled thread exception). So: drop the subscriptions, wait until the
+  thread has noticed and stopped polling, then close. These are private
+  attributes of grpcio 1.59; without them the channel is left to the garbage
+  collector, which is safe (its `__del__` only unsubscribes).
+  """
+  state = getattr(channel, '_connectivity_state', None)
+  unsubscribe_all = getattr(channel, '_unsubscribe_all', None)
+  if state is None or unsubscribe_all is None or not hasattr(state, 'polling'):
+    return
+  unsubscribe_all()
+  deadline = time.monotonic() + 2.0
+  while state.polling and time.monotonic() < deadline:
+    time.sleep(0.01)
+  if not state.polling:
+    channel.close()
 
 
 def local_execution(

@@ -1,0 +1,19 @@
+"""Every in-process TFF computation of the suite runs on a guarded worker.
+
+`runtime.local_execution()` starts TFF's worker_binary with a parent-death signal and stops it
+at the end of the session, so the suite never leaves a worker behind (tools/test.sh checks).
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import pytest  # pylint: disable=g-import-not-at-top
+
+from tff_adaptive import runtime
+
+
+@pytest.fixture(scope='session', autouse=True)
+def _guarded_tff_worker():
+  with runtime.local_execution():
+    yield
