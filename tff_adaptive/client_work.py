@@ -5,13 +5,15 @@ runs E epochs of minibatch ClientOpt (SGD, optionally with momentum) with learni
 eta_l(t), and sends the pseudo-gradient g_i = x_t - x_i (TFF's sign) with weight n_i, its number
 of examples.
 
-How data reaches the client. TFF's own client work takes a `tf.data.Dataset` per client, which
-the runtime serializes (data included) into every call. Here a client's data arrives as plain
-tensors (one array per feature, leading dimension = examples) plus a 2-element int64 seed, and
-batching is a gather in a `tf.while_loop`: each epoch visits a seeded permutation of the
-examples in minibatches of B (the last one smaller when B does not divide n). This is the same
-arithmetic as `dataset.shuffle(n).batch(B).repeat(E)` with a stateless shuffle, so a run is a pure
-function of its seeds.
+How data reaches the client. TFF's own client work takes a `tf.data.Dataset` of minibatches
+per client and iterates it inside the computation. Here each client's dataset has ONE element:
+all of its examples as tensors (leading dimension = examples) plus a 2-element int64 seed
+(`tf.data.Dataset.from_tensors`). The client takes that element and batches by gathering in a
+`tf.while_loop`: each epoch visits a seeded permutation of the examples in minibatches of B (the
+last one smaller when B does not divide n), the arithmetic of
+`dataset.shuffle(n).batch(B).repeat(E)` with a stateless shuffle. A run is then a pure function
+of its seeds, and a round avoids the per-batch dataset iteration that dominates TFF's runtime
+on small models (see benchmarks/round_time.py).
 
 `local_training` is a pure TF function callable outside TFF; `build_local_sgd_client_work`
 wraps it into a `tff.learning.templates.ClientWorkProcess` whose state is the round number
@@ -135,7 +137,10 @@ def local_training(
 
 
 def client_data_type(model: tff.learning.models.VariableModel) -> tff.Type:
-  """The TFF type of one client's data: the model's batch spec plus the seed."""
+  """The TFF type of one client's data: a sequence of (model batch spec + seed) elements.
+
+  Only the first element is used: it holds all of the client's examples.
+  """
   element = collections.OrderedDict(model.input_spec)
   element[SEED_KEY] = tf.TensorSpec([2], tf.int64)
   return tff.SequenceType(tff.types.tensorflow_to_type(element))

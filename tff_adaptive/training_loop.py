@@ -74,20 +74,35 @@ def _write_json_atomically(path: str, value: Any) -> None:
   os.replace(tmp, path)
 
 
+def _leaves(value: Any, prefix: str = '') -> dict[str, Any]:
+  """{'a.b': leaf} of a nested JSON mapping (an empty mapping is a leaf)."""
+  if not isinstance(value, Mapping) or not value:
+    return {prefix: value}
+  leaves = {}
+  for key, item in value.items():
+    leaves.update(_leaves(item, f'{prefix}.{key}' if prefix else str(key)))
+  return leaves
+
+
 def check_or_write_hparams(output_dir: str, hparams: Mapping[str, Any]) -> None:
   """Writes hparams.json, or checks an existing one matches `hparams`.
 
   Raises:
-    ConfigMismatchError: naming the differing keys, their stored and new values.
+    ConfigMismatchError: naming the differing keys (dotted paths such as
+      `server.learning_rate`), their stored and new values.
   """
   path = os.path.join(output_dir, 'hparams.json')
   hparams = json.loads(json.dumps(hparams))  # normalise tuples, numpy scalars
   if os.path.exists(path):
     with open(path) as f:
-      stored = json.load(f)
-    diffs = sorted(k for k in set(stored) | set(hparams) if stored.get(k) != hparams.get(k))
+      stored = _leaves(json.load(f))
+    new = _leaves(hparams)
+    missing = object()
+    diffs = sorted(k for k in set(stored) | set(new)
+                   if stored.get(k, missing) != new.get(k, missing))
     if diffs:
-      detail = ', '.join(f'{k}: {stored.get(k)!r} -> {hparams.get(k)!r}' for k in diffs)
+      detail = ', '.join(f'{k}: {stored.get(k, "<absent>")!r} -> {new.get(k, "<absent>")!r}'
+                         for k in diffs)
       raise ConfigMismatchError(
           f'{output_dir} holds a run with different hyperparameters ({detail}); use a new '
           '--experiment_name or delete that directory')
@@ -184,11 +199,14 @@ def run_training(
     state = output.state
     last = round_num == config.total_rounds
     if round_num % config.rounds_per_eval == 0 or last:
-      row.update(_flatten('eval', evaluator.evaluate(new_weights, central_test)))
-      if client_test is not None:
-        summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
-        row.update(_flatten('eval_client', summary))
-        _write_client_eval(output_dir, round_num, per_client)
+      # A finite model can still have infinite losses (e.g. after a huge server step): they
+      # are recorded as inf/nan, without numpy's RuntimeWarnings on stderr.
+      with np.errstate(over='ignore', invalid='ignore'):
+        row.update(_flatten('eval', evaluator.evaluate(new_weights, central_test)))
+        if client_test is not None:
+          summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
+          row.update(_flatten('eval_client', summary))
+          _write_client_eval(output_dir, round_num, per_client)
     round_times.append(time.perf_counter() - started)
     row['seconds_per_round'] = round_times[-1]
     asyncio.run(csv_manager.release(row, round_num))

@@ -1,0 +1,541 @@
+"""End-to-end tests of `python -m run.federated_trainer`, each run as a subprocess.
+
+The trainer is started with `sys.executable -m run.federated_trainer` from the repository root
+(TF_CPP_MIN_LOG_LEVEL=2, outputs under pytest's tmp_path); absl FLAGS are never touched in
+this process. Covered: every server optimizer (and fmnist for two of them), bit-exact
+determinism and resumption after SIGKILL, the hyperparameter-mismatch refusal, one-line fast
+errors for bad input, divergence (exit 3), SIGINT (exit 130), and that no `worker_binary`
+started by a trainer outlives it. Workers are found by scanning /proc while the trainer runs
+for processes named worker_binary whose parent is the trainer, identified by (pid, start time).
+
+Runs are tiny (synthetic: 3-8 rounds; fmnist: 3 rounds on 20 clients). The bad-input runs are
+started together so their TF imports overlap; their "fast" check bounds the child's CPU time,
+which the machine's load does not inflate.
+"""
+
+import csv
+import json
+import math
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
+SERVER_OPTIMIZERS = ('sgd', 'sgdm', 'adagrad', 'adam', 'yogi')
+RUN_TIMEOUT_S = 300
+# TF 2.14 prints these three lines at `import tensorflow` whatever TF_CPP_MIN_LOG_LEVEL < 3 is
+# (tensorflow/tensorflow#62075); they are the only stderr lines the tests ignore.
+_TF_IMPORT_NOISE = re.compile(
+    r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+\] Unable to register cu(DNN|FFT|BLAS) '
+    r'factory: Attempting to register factory for plugin cu(DNN|FFT|BLAS) when one has '
+    r'already been registered$')
+
+
+def _env() -> dict:
+  env = dict(os.environ)
+  env['TF_CPP_MIN_LOG_LEVEL'] = '2'
+  env['PYTHONUNBUFFERED'] = '1'
+  return env
+
+
+def _command(args) -> list:
+  return [sys.executable, '-m', 'run.federated_trainer', *args]
+
+
+def _stderr_lines(text: str) -> list:
+  return [l for l in text.splitlines() if l.strip() and not _TF_IMPORT_NOISE.match(l)]
+
+
+# ---------------------------------------------------------------------------------------------
+# /proc helpers: worker_binary children of a process.
+
+
+def _stat(pid: int):
+  """(comm, state, ppid, starttime) of /proc/<pid>/stat, or None if there is no such process."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      text = f.read()
+  except (FileNotFoundError, ProcessLookupError):
+    return None
+  comm = text[text.index('(') + 1:text.rindex(')')]
+  rest = text[text.rindex(')') + 2:].split()
+  return comm, rest[0], int(rest[1]), int(rest[19])
+
+
+def _worker_children(ppid: int) -> set:
+  """{(pid, starttime)} of the live processes named worker_binary whose parent is ppid."""
+  found = set()
+  for name in os.listdir('/proc'):
+    if name.isdigit():
+      stat = _stat(int(name))
+      if stat and stat[0] == 'worker_binary' and stat[2] == ppid and stat[1] not in 'ZX':
+        found.add((int(name), stat[3]))
+  return found
+
+
+def _alive(worker) -> bool:
+  """Whether the process (pid, starttime) still runs (a zombie counts as gone)."""
+  pid, starttime = worker
+  stat = _stat(pid)
+  return stat is not None and stat[3] == starttime and stat[1] not in 'ZX'
+
+
+def _assert_workers_gone(workers, within_s: float = 5.0) -> None:
+  deadline = time.monotonic() + within_s
+  while True:
+    alive = sorted(w for w in workers if _alive(w))
+    if not alive:
+      return
+    if time.monotonic() > deadline:
+      raise AssertionError(f'worker_binary processes {alive} (pid, start time) are still '
+                           f'running {within_s} s after their trainer ended')
+    time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# A running trainer: stdout/stderr collected by threads, its worker children recorded.
+
+
+class Trainer:
+  """`python -m run.federated_trainer ARGS` as a subprocess."""
+
+  def __init__(self, args):
+    self.args = list(args)
+    self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
+        _command(self.args), cwd=REPO, env=_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    self.workers = set()
+    self._out, self._err = [], []
+    self._out_closed = False
+    self._cond = threading.Condition()
+    self._stop_watching = threading.Event()
+    self._threads = [threading.Thread(target=f, daemon=True)
+                     for f in (self._read_stdout, self._read_stderr, self._watch_workers)]
+    for t in self._threads:
+      t.start()
+
+  def _read_stdout(self):
+    for line in self.proc.stdout:
+      with self._cond:
+        self._out.append(line.rstrip('\n'))
+        self._cond.notify_all()
+    with self._cond:
+      self._out_closed = True
+      self._cond.notify_all()
+
+  def _read_stderr(self):
+    for line in self.proc.stderr:
+      self._err.append(line)
+
+  def _watch_workers(self):
+    while not self._stop_watching.is_set():
+      self.workers |= _worker_children(self.proc.pid)
+      self._stop_watching.wait(0.05)
+
+  def wait_for_line(self, pattern: str, timeout_s: float = RUN_TIMEOUT_S) -> str:
+    """Returns the first stdout line matching `pattern`, waiting for it to be printed."""
+    regex = re.compile(pattern)
+    deadline = time.monotonic() + timeout_s
+    with self._cond:
+      while True:
+        for line in self._out:
+          if regex.search(line):
+            return line
+        remaining = deadline - time.monotonic()
+        if self._out_closed or remaining <= 0:
+          break
+        self._cond.wait(remaining)
+    self.proc.kill()
+    self.finish()
+    raise AssertionError(f'no stdout line matches {pattern!r}\n{self.report()}')
+
+  def finish(self, timeout_s: float = RUN_TIMEOUT_S) -> int:
+    """Waits for the trainer to exit and its output to be read; returns its exit code."""
+    try:
+      self.proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+      self.proc.kill()
+      self.proc.wait()
+      raise AssertionError(f'trainer ran over {timeout_s} s\n{self.report()}') from None
+    finally:
+      self._stop_watching.set()
+      for t in self._threads:
+        t.join(10)
+    return self.proc.returncode
+
+  @property
+  def stdout(self) -> str:
+    return '\n'.join(self._out)
+
+  @property
+  def stderr(self) -> str:
+    return ''.join(self._err)
+
+  @property
+  def stderr_lines(self) -> list:
+    return _stderr_lines(self.stderr)
+
+  def report(self) -> str:
+    return (f'command: {" ".join(self.args)}\nexit code: {self.proc.returncode}\n'
+            f'--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}')
+
+
+def run_trainer(args, expect_rc: int = 0) -> Trainer:
+  """Runs the trainer to completion, checks its exit code and that its workers are gone."""
+  trainer = Trainer(args)
+  rc = trainer.finish()
+  assert rc == expect_rc, trainer.report()
+  assert trainer.workers, f'no worker_binary child seen\n{trainer.report()}'
+  _assert_workers_gone(trainer.workers)
+  return trainer
+
+
+# ---------------------------------------------------------------------------------------------
+# Output helpers.
+
+
+def _read_metrics(experiment_dir: pathlib.Path):
+  """(header, rows) of metrics.csv, rows as dicts without seconds_per_round."""
+  with open(experiment_dir / 'metrics.csv', newline='') as f:
+    reader = csv.DictReader(f)
+    header = list(reader.fieldnames)
+    rows = [{k: v for k, v in row.items() if k != 'seconds_per_round'} for row in reader]
+  return header, rows
+
+
+def _snapshot(directory: pathlib.Path) -> dict:
+  """{relative path: bytes} of every file under `directory`."""
+  return {str(p.relative_to(directory)): p.read_bytes()
+          for p in sorted(directory.rglob('*')) if p.is_file()}
+
+
+def _client_eval(experiment_dir: pathlib.Path) -> dict:
+  return _snapshot(experiment_dir / 'client_eval')
+
+
+def _leaf(hparams: dict, dotted: str):
+  for key in dotted.split('.'):
+    hparams = hparams[key]
+  return hparams
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Smoke: every server optimizer, fmnist, the variants and client options, 3 rounds each.
+
+_SMOKE_ROUNDS = 3
+_SMOKE = [
+    # (task, server optimizer, extra flags, {hparams.json leaf: expected value})
+    ('synthetic', 'sgd', ['--client_lr_schedule=step_decay'],
+     {'client.lr_schedule.name': 'step_decay'}),
+    ('synthetic', 'sgdm', ['--client_optimizer=sgdm'], {'client.momentum': 0.9}),
+    ('synthetic', 'adagrad', ['--client_lr_schedule=exp_decay'],
+     {'client.lr_schedule.name': 'exp_decay'}),
+    ('synthetic', 'adam', ['--server_learning_rate=0.01'], {'server.learning_rate': 0.01}),
+    ('synthetic', 'yogi', ['--server_learning_rate=0.01', '--adaptive_variant=algorithm2'],
+     {'server.variant': 'algorithm2'}),
+    # fmnist: a population of 20 Dirichlet clients x 500 examples (same partitioner, fewer
+    # clients to evaluate), evaluated once, after round 3 (on the 10,000 test images).
+    ('fmnist', 'sgd', ['--num_clients=20', '--rounds_per_eval=3'], {'task.num_clients': 20}),
+    ('fmnist', 'adam', ['--num_clients=20', '--rounds_per_eval=3',
+                        '--server_learning_rate=0.01'], {'task.num_clients': 20}),
+]
+
+
+@pytest.mark.parametrize('task,optimizer,extra,expected_hparams', _SMOKE,
+                         ids=[f'{t}-{o}' for t, o, _, _ in _SMOKE])
+def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
+  if task == 'fmnist' and not FMNIST_DIR.is_dir():
+    pytest.skip(f'{FMNIST_DIR} missing (apt-get install dataset-fashion-mnist)')
+  trainer = run_trainer([f'--task={task}', f'--server_optimizer={optimizer}',
+                         f'--total_rounds={_SMOKE_ROUNDS}', '--rounds_per_eval=2',
+                         f'--root_output_dir={tmp_path}', *extra])  # a later flag wins
+  assert trainer.stderr_lines == [], trainer.report()
+  experiment = tmp_path / f'{task}_{optimizer}_seed1'
+  rounds_per_eval = 3 if '--rounds_per_eval=3' in extra else 2
+  eval_rounds = [k for k in range(1, _SMOKE_ROUNDS + 1)
+                 if k % rounds_per_eval == 0 or k == _SMOKE_ROUNDS]
+
+  hparams = json.loads((experiment / 'hparams.json').read_text())
+  assert hparams['server']['name'] == optimizer
+  assert hparams['task']['name'] == task
+  assert hparams['total_rounds'] == _SMOKE_ROUNDS
+  for key, value in expected_hparams.items():
+    assert _leaf(hparams, key) == value, key
+
+  header, rows = _read_metrics(experiment)
+  assert header[0] == 'round_num'
+  for column in ('train_loss', 'eval_loss', 'eval_accuracy', 'eval_client_accuracy_worst30',
+                 'seconds_per_round'):
+    assert column in header
+  assert [row['round_num'] for row in rows] == ['1', '2', '3']
+  eval_columns = ('eval_loss', 'eval_accuracy', 'eval_client_accuracy_worst30')
+  for k, row in enumerate(rows, start=1):
+    assert math.isfinite(float(row['train_loss'])) and float(row['train_loss']) > 0, row
+    if k in eval_rounds:
+      assert math.isfinite(float(row['eval_loss'])), row
+      assert 0.0 <= float(row['eval_accuracy']) <= 1.0, row
+      assert 0.0 <= float(row['eval_client_accuracy_worst30']) <= 1.0, row
+    else:
+      assert all(row[c] == '' for c in eval_columns), row
+  assert sorted(os.listdir(experiment / 'client_eval')) == [
+      f'round_{k:05d}.csv' for k in eval_rounds]
+  assert os.listdir(experiment / 'checkpoints') == [f'program_state_{_SMOKE_ROUNDS}']
+
+  for k in range(1, _SMOKE_ROUNDS + 1):
+    pattern = rf'^round {k}/{_SMOKE_ROUNDS} .*\btrain_loss=\S+ .*\d\.\d\ds/round eta \d+s$'
+    assert any(re.search(pattern, l) for l in trainer.stdout.splitlines()), (
+        f'no progress line for round {k}\n{trainer.report()}')
+
+
+# ---------------------------------------------------------------------------------------------
+# 2./3. Determinism and exact resumption, against one uninterrupted 8-round run A.
+
+_TOTAL = 8
+_RUN_A = ['--task=synthetic', '--server_optimizer=adam', '--server_learning_rate=0.01',
+          f'--total_rounds={_TOTAL}', '--rounds_per_eval=3', '--rounds_per_checkpoint=2']
+_RUN_A_NAME = 'synthetic_adam_seed1'
+
+
+@pytest.fixture(scope='module')
+def run_a(tmp_path_factory) -> pathlib.Path:
+  """The experiment directory of run A (uninterrupted, 8 rounds, checkpoints every 2)."""
+  root = tmp_path_factory.mktemp('run_a')
+  run_trainer([*_RUN_A, f'--root_output_dir={root}'])
+  return root / _RUN_A_NAME
+
+
+def test_same_seed_gives_identical_metrics(run_a, tmp_path):
+  run_trainer([*_RUN_A, f'--root_output_dir={tmp_path}'])
+  header, rows = _read_metrics(tmp_path / _RUN_A_NAME)
+  header_a, rows_a = _read_metrics(run_a)
+  assert len(rows_a) == _TOTAL
+  assert header == header_a
+  assert rows == rows_a  # every column but seconds_per_round, as printed (bit-exact)
+  assert _client_eval(tmp_path / _RUN_A_NAME) == _client_eval(run_a)
+
+
+def test_different_seed_gives_different_train_loss(run_a, tmp_path):
+  run_trainer([*_RUN_A, '--seed=2', f'--root_output_dir={tmp_path}'])
+  _, rows = _read_metrics(tmp_path / 'synthetic_adam_seed2')
+  _, rows_a = _read_metrics(run_a)
+  assert [r['round_num'] for r in rows] == [r['round_num'] for r in rows_a]
+  for row, row_a in zip(rows, rows_a):
+    assert row['train_loss'] != row_a['train_loss'], row['round_num']
+
+
+def test_resume_after_sigkill_is_exact(run_a, tmp_path):
+  args = [*_RUN_A, f'--root_output_dir={tmp_path}']
+  experiment = tmp_path / _RUN_A_NAME
+  trainer = Trainer(args)
+  trainer.wait_for_line(rf'^round 5/{_TOTAL} ')
+  workers = set(trainer.workers) | _worker_children(trainer.proc.pid)
+  os.kill(trainer.proc.pid, signal.SIGKILL)
+  assert trainer.finish() == -signal.SIGKILL
+  assert workers, f'no worker_binary child seen\n{trainer.report()}'
+  _assert_workers_gone(workers)  # PR_SET_PDEATHSIG
+  checkpoints = os.listdir(experiment / 'checkpoints')
+  assert 'program_state_4' in checkpoints and f'program_state_{_TOTAL}' not in checkpoints
+
+  resumed = run_trainer(args)
+  assert re.search(r'^Resuming .* after round [46]$', resumed.stdout, re.M), resumed.report()
+  assert 'round 1/' not in resumed.stdout
+  header, rows = _read_metrics(experiment)
+  header_a, rows_a = _read_metrics(run_a)
+  assert header == header_a
+  assert rows == rows_a
+  assert _client_eval(experiment) == _client_eval(run_a)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. A rerun with different hyperparameters is refused and touches nothing.
+
+
+def test_hparams_mismatch_refuses_and_keeps_files(run_a, tmp_path):
+  experiment = tmp_path / _RUN_A_NAME
+  shutil.copytree(run_a, experiment)
+  before = _snapshot(experiment)
+  trainer = Trainer([*_RUN_A, '--server_learning_rate=0.02', f'--root_output_dir={tmp_path}'])
+  assert trainer.finish() == 2, trainer.report()
+  assert not trainer.workers
+  [line] = trainer.stderr_lines
+  assert 'server.learning_rate: 0.01 -> 0.02' in line, line
+  assert 'Traceback' not in trainer.stderr
+  assert _snapshot(experiment) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Bad input: exit 2, one stderr line naming the value and the valid choices/range, fast.
+
+_BAD_INPUT = {
+    'task': (['--task=nope'], ["--task='nope'", 'fmnist', 'synthetic']),
+    'server_optimizer': (['--task=synthetic', '--server_optimizer=nope'],
+                         ["--server_optimizer='nope'", 'sgd, sgdm, adagrad, adam, yogi']),
+    'client_optimizer': (['--task=synthetic', '--client_optimizer=nope'],
+                         ["--client_optimizer='nope'", 'sgd, sgdm']),
+    'adaptive_variant': (['--task=synthetic', '--adaptive_variant=nope'],
+                         ["--adaptive_variant='nope'", 'published', 'algorithm2']),
+    'server_learning_rate': (['--task=synthetic', '--server_learning_rate=0'],
+                             ['--server_learning_rate', '> 0', 'got 0.0']),
+    'client_learning_rate': (['--task=synthetic', '--client_learning_rate=-1'],
+                             ['--client_learning_rate', '> 0', 'got -1.0']),
+    'tau': (['--task=synthetic', '--server_optimizer=adam', '--tau=0'],
+            ['--tau', '> 0', 'got 0.0']),
+    'client_batch_size': (['--task=synthetic', '--client_batch_size=0'],
+                          ['--client_batch_size', '> 0', 'got 0']),
+    'total_rounds': (['--task=synthetic', '--total_rounds=0'],
+                     ['--total_rounds', '> 0', 'got 0']),
+    'clients_per_round': (['--task=synthetic', '--clients_per_round=1000'],
+                          ['clients_per_round', '[1, 100]', '1000']),
+    'data_dir': (['--task=fmnist', '--data_dir=/nonexistent'],
+                 ['/nonexistent/train-images-idx3-ubyte.gz',
+                  'apt-get install dataset-fashion-mnist']),
+}
+_MAX_CPU_S = 30.0  # Flag errors cost a TF import (~6 CPU-s); a TFF process build costs more.
+
+
+class _Spawned:
+  """A trainer run with stdout/stderr in files, reaped with os.wait4 for its CPU time."""
+
+  def __init__(self, args, directory: pathlib.Path):
+    self.args = args
+    self.root = directory / 'out'
+    self.stdout_path, self.stderr_path = directory / 'stdout', directory / 'stderr'
+    with open(self.stdout_path, 'w') as out, open(self.stderr_path, 'w') as err:
+      self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
+          _command([*args, f'--root_output_dir={self.root}']), cwd=REPO, env=_env(),
+          stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+    self.workers = set()
+    self.rc = self.cpu_s = None
+
+  def wait(self):
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while self.rc is None:
+      self.workers |= _worker_children(self.proc.pid)
+      pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+      if pid:
+        self.rc = self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu_s = usage.ru_utime + usage.ru_stime
+      elif time.monotonic() > deadline:
+        self.proc.kill()
+        raise AssertionError(f'{self.args} ran over {RUN_TIMEOUT_S} s')
+      else:
+        time.sleep(0.05)
+    return self
+
+  @property
+  def stdout(self) -> str:
+    return self.stdout_path.read_text()
+
+  @property
+  def stderr(self) -> str:
+    return self.stderr_path.read_text()
+
+  def report(self) -> str:
+    return (f'command: {" ".join(self.args)}\nexit code: {self.rc}\n'
+            f'--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}')
+
+
+@pytest.fixture(scope='module')
+def bad_input_runs(tmp_path_factory):
+  """All bad-input runs, started at once (the 'abc' parse error included)."""
+  cases = dict(_BAD_INPUT, parse_error=(['--task=synthetic', '--total_rounds=abc'], []))
+  runs = {name: _Spawned(args, tmp_path_factory.mktemp(f'bad_{name}'))
+          for name, (args, _) in cases.items()}
+  yield runs
+  for run in runs.values():
+    if run.rc is None:
+      run.proc.kill()
+      run.wait()
+
+
+@pytest.mark.parametrize('name', list(_BAD_INPUT))
+def test_bad_input_fails_fast_with_one_line(bad_input_runs, name):
+  run = bad_input_runs[name].wait()
+  assert run.rc == 2, run.report()
+  assert 'Traceback' not in run.stderr, run.report()
+  lines = _stderr_lines(run.stderr)
+  assert len(lines) == 1, run.report()
+  assert lines[0].startswith('federated_trainer: error: '), lines
+  for text in _BAD_INPUT[name][1]:
+    assert text in lines[0], (text, lines[0])
+  assert run.cpu_s < _MAX_CPU_S, f'{run.cpu_s:.1f} CPU-s\n{run.report()}'
+  assert not run.workers
+  assert not run.root.exists()  # nothing written
+  assert run.stdout == ''
+
+
+def test_unparsable_flag_fails_without_traceback(bad_input_runs):
+  run = bad_input_runs['parse_error'].wait()
+  assert run.rc not in (0, None), run.report()
+  assert 'Traceback' not in run.stderr, run.report()
+  lines = _stderr_lines(run.stderr)
+  assert 1 <= len(lines) <= 2, run.report()
+  assert '--total_rounds=abc' in lines[0], lines
+  assert not run.root.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# 6./7. Divergence (exit 3) and Ctrl-C (exit 130) keep what was written; no worker survives.
+
+_DIVERGING = ['--task=synthetic', '--server_optimizer=sgd', '--server_learning_rate=1e36',
+              '--total_rounds=6', '--rounds_per_eval=1', '--rounds_per_checkpoint=1']
+
+
+def _train_columns(row: dict) -> dict:
+  return {k: v for k, v in row.items() if k.startswith('train_')}
+
+
+def test_divergence_exits_3_and_keeps_earlier_rounds(run_a, tmp_path):
+  # Round 1 trains the initial model (finite); its server step of 1e36 * update makes the
+  # round-2 logits overflow float32.
+  args = [*_DIVERGING, f'--root_output_dir={tmp_path}']
+  experiment = tmp_path / 'synthetic_sgd_seed1'
+  trainer = run_trainer(args, expect_rc=3)
+  [line] = trainer.stderr_lines
+  assert 'diverged in round 2' in line and 'learning rate' in line, line
+  assert re.search(r'^round 1/6 .*eval_loss=', trainer.stdout, re.M), trainer.report()
+  assert os.listdir(experiment / 'checkpoints') == ['program_state_1']
+  _, rows = _read_metrics(experiment)
+  _, rows_a = _read_metrics(run_a)
+  assert rows[0]['round_num'] == '1' and rows[0]['eval_loss'] != ''
+  # Round 1's client training does not depend on the server optimizer: same as run A's.
+  assert _train_columns(rows[0]) == _train_columns(rows_a[0])
+  # The diverged round may be recorded for diagnosis, with its non-finite loss.
+  assert [r['round_num'] for r in rows[1:]] in ([], ['2'])
+  assert all(not math.isfinite(float(r['train_loss'])) for r in rows[1:])
+  kept = _snapshot(experiment / 'checkpoints')
+  first_row = rows[0]
+
+  # The checkpoint of round 1 is usable: a rerun resumes from it and diverges again.
+  rerun = run_trainer(args, expect_rc=3)
+  assert re.search(r'^Resuming .* after round 1$', rerun.stdout, re.M), rerun.report()
+  [line] = rerun.stderr_lines
+  assert 'diverged in round 2' in line, line
+  assert _snapshot(experiment / 'checkpoints') == kept
+  assert _read_metrics(experiment)[1][0] == first_row
+
+
+def test_sigint_exits_130_and_stops_worker(tmp_path):
+  trainer = Trainer(['--task=synthetic', '--total_rounds=1000', '--rounds_per_checkpoint=1',
+                     f'--root_output_dir={tmp_path}'])
+  trainer.wait_for_line(r'^round 2/1000 ')
+  os.kill(trainer.proc.pid, signal.SIGINT)
+  assert trainer.finish(timeout_s=60) == 130, trainer.report()
+  assert trainer.workers, f'no worker_binary child seen\n{trainer.report()}'
+  _assert_workers_gone(trainer.workers)
+  assert 'Traceback' not in trainer.stderr, trainer.report()
+  [line] = trainer.stderr_lines
+  assert 'interrupted' in line and 'rerun the same command to resume' in line, line
+  experiment = tmp_path / 'synthetic_sgd_seed1'
+  assert 'program_state_2' in os.listdir(experiment / 'checkpoints')
+  _, rows = _read_metrics(experiment)
+  assert [r['round_num'] for r in rows[:2]] == ['1', '2']
