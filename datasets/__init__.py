@@ -21,3 +21,17 @@ __all__ = [
     "split_train_test",
     "synthetic_client_sizes",
 ]
+
+from datasets.cifar10 import (CIFAR10_TFDS_VERSION, Cifar10, FederatedCifar10,  # noqa: E402
+                              cifar10_prepared_dir, federated_cifar10, load_cifar10)
+from datasets.pachinko import pachinko_allocation_partition  # noqa: E402
+
+__all__ += ["CIFAR10_TFDS_VERSION", "Cifar10", "FederatedCifar10", "cifar10_prepared_dir",
+            "federated_cifar10", "load_cifar10", "pachinko_allocation_partition"]
+
+from datasets.stackoverflow_counts import load_tag_counts, load_word_counts  # noqa: E402
+from datasets.tff_sqlite import (FederatedSplits, MappedClients, SqlClients,  # noqa: E402
+                                 load_federated)
+
+__all__ += ["FederatedSplits", "MappedClients", "SqlClients", "load_federated",
+            "load_tag_counts", "load_word_counts"]

@@ -17,10 +17,21 @@ from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 from absl import logging
 
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+import tensorflow_federated as tff
+
+import datasets
 from run import flags as trainer_flags
-# Imported first for its atexit hook: `run.flags` already imports TFF, whose import-time
-# context would otherwise print "Exception ignored ... 'Popen'" when a bad flag exits early.
-from tff_adaptive import runtime  # pylint: disable=unused-import
+import tasks
+from tff_adaptive import evaluation
+from tff_adaptive import fedopt
+from tff_adaptive import optimizers
+from tff_adaptive import sampling
+from tff_adaptive import schedules
+# runtime's atexit hook also stops TFF's import-time context cleanly when a bad flag exits
+# early (otherwise TFF prints "Exception ignored ... 'Popen'").
+from tff_adaptive import runtime
+from tff_adaptive import training_loop
 
 FLAGS = flags.FLAGS
 
@@ -39,19 +50,6 @@ def main(argv):
   except ValueError as e:
     _fail(str(e), 2)
 
-  # Heavy imports after flag validation, so bad input fails fast.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff
-
-  import datasets
-  import tasks
-  from tff_adaptive import evaluation
-  from tff_adaptive import fedopt
-  from tff_adaptive import optimizers
-  from tff_adaptive import sampling
-  from tff_adaptive import schedules
-  from tff_adaptive import training_loop
-
   # Under `bazel run` the working directory is the runfiles tree: resolve relative paths
   # against the directory the command was typed in.
   base_dir = os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
@@ -63,7 +61,7 @@ def main(argv):
   try:
     task = tasks.build_task(config.task)
     sampler = sampling.build_client_sampler(
-        task.client_ids, config.clients_per_round, config.seed)
+        task.client_ids, config.clients_per_round, config.seed, config.client_sampler)
     training_loop.check_or_write_hparams(output_dir, dataclasses.asdict(config))
   except (datasets.DataNotFoundError, datasets.DataFormatError, ValueError) as e:
     _fail(str(e), 2)
@@ -92,6 +90,9 @@ def main(argv):
               seed=config.seed, output_dir=output_dir))
   except training_loop.DivergenceError as e:
     _fail(str(e), 3)
+  except (datasets.DataNotFoundError, datasets.DataFormatError) as e:
+    # Clients load lazily: a damaged client surfaces in the round that samples it.
+    _fail(f'{e}; checkpoints and metrics written so far are intact in {output_dir}', 2)
   except KeyboardInterrupt:
     _fail(f'interrupted; rerun the same command to resume from the last checkpoint in '
           f'{output_dir}', 130)

@@ -12,6 +12,7 @@ from absl import flags
 import tasks
 from tff_adaptive import client_work
 from tff_adaptive import optimizers
+from tff_adaptive import sampling
 from tff_adaptive import schedules
 
 CLIENT_OPTIMIZERS = ('sgd', 'sgdm')
@@ -56,6 +57,9 @@ flags.DEFINE_integer('rounds_per_checkpoint', 50, 'Checkpoint every this many ro
 flags.DEFINE_string('root_output_dir', 'results', 'Root of all experiment directories.')
 flags.DEFINE_string('experiment_name', None,
                     'Experiment directory name (default: <task>_<server_optimizer>_seed<seed>).')
+flags.DEFINE_string('client_sampler', 'tff',
+                    'Client sampling: tff (TFF\'s sampler, the published client order, '
+                    'O(population) per round) or fast (O(clients_per_round), another order).')
 flags.DEFINE_integer('seed', 1, 'Seed of client sampling, shuffling, partitioning and init '
                      '(the published runs sampled clients with seed 1).')
 
@@ -72,6 +76,7 @@ class ExperimentConfig:
   clients_per_round: int
   total_rounds: int
   seed: int
+  client_sampler: str = 'tff'
 
 
 def _choice(name: str, value: str, valid) -> str:
@@ -102,6 +107,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
   _choice('adaptive_variant', FLAGS.adaptive_variant, optimizers.VARIANTS)
   _choice('server_lr_schedule', FLAGS.server_lr_schedule, schedules.SCHEDULES)
   _choice('client_lr_schedule', FLAGS.client_lr_schedule, schedules.SCHEDULES)
+  _choice('client_sampler', FLAGS.client_sampler, sampling.SAMPLING_METHODS)
   for name in ('server_learning_rate', 'client_learning_rate', 'tau', 'client_batch_size',
                'clients_per_round', 'total_rounds', 'rounds_per_eval',
                'rounds_per_checkpoint', 'client_epochs_per_round', 'dirichlet_alpha',
@@ -141,7 +147,8 @@ def experiment_config_from_flags() -> ExperimentConfig:
       client=client,
       clients_per_round=_or(FLAGS.clients_per_round, defaults.clients_per_round),
       total_rounds=total_rounds,
-      seed=FLAGS.seed)
+      seed=FLAGS.seed,
+      client_sampler=FLAGS.client_sampler)
 
 
 def experiment_name(config: ExperimentConfig) -> str:

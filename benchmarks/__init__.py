@@ -1,0 +1,1 @@
+"""Benchmarks of tff-adaptive: `python -m benchmarks.round_time` times a federated round."""
