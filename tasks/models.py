@@ -1,11 +1,12 @@
-"""Small Keras models for the FMNIST and Synthetic tasks; both output LOGITS.
+"""Small Keras models for the FMNIST, Synthetic and EMNIST-CR setups; all output LOGITS.
 
 ``build_fmnist_cnn`` is the shallow CNN of Kim et al. 2024 (Delta-SGD, Sec. 4: "two convolutional
 and two fully-connected layers, followed by dropout and ReLU activations" for MNIST and FMNIST).
 The paper gives no sizes; they are those of ``CNNMnist`` in the authors' public code (the
 PyTorch MNIST example shape shared by many FL code bases). ``build_softmax_regression`` is the
 multinomial logistic regression y = argmax(softmax(W x + b)) of the Synthetic task of Ju et al.
-2023 (AdaFedAdam, App. C.1) and Li et al. 2020 (FedProx).
+2023 (AdaFedAdam, App. C.1) and Li et al. 2020 (FedProx). ``build_emnist_cr_cnn`` is the
+EMNIST character-recognition CNN of Reddi et al. 2021 (Adaptive Federated Optimization, Table 4).
 
 Models are not compiled; use a loss with ``from_logits=True``. Inputs are declared so models are
 built (and their weights exist) without data.
@@ -17,7 +18,7 @@ import tensorflow as tf
 
 from tff_adaptive.stateless_dropout import StatelessDropout
 
-__all__ = ["build_fmnist_cnn", "build_softmax_regression"]
+__all__ = ["build_emnist_cr_cnn", "build_fmnist_cnn", "build_softmax_regression"]
 
 
 def _check_int(name: str, value, low: int) -> int:
@@ -71,6 +72,37 @@ def build_fmnist_cnn(num_classes: int = 10, seed: int | None = None) -> tf.keras
         StatelessDropout(0.5, name="fc1_drop"),
         layers.Dense(num_classes, name="logits", **_seeded(seed, 3)),
     ], name="fmnist_cnn")
+
+
+def build_emnist_cr_cnn(seed: int | None = None) -> tf.keras.Model:
+    """The EMNIST-CR CNN of Reddi et al. 2021 (ICLR, "Adaptive Federated Optimization"), Table 4.
+
+    Layers, for 28x28x1 inputs and the 62 EMNIST classes: conv 32@3x3 + ReLU (28 -> 26) ->
+    conv 64@3x3 + ReLU (26 -> 24) -> maxpool 2 (24 -> 12) -> dropout 0.25 -> flatten
+    (12*12*64 = 9,216) -> dense 128 + ReLU -> dropout 0.5 -> dense 62 logits (Table 4 ends in a
+    softmax; use cross-entropy from logits). Valid padding. Parameters:
+    320 + 18,496 + 1,179,776 + 7,998 = 1,206,590. Initialisers are Keras defaults
+    (Glorot-uniform kernels, zero biases). Dropout is `StatelessDropout` (masks from the
+    training loop's seeds).
+
+    Args:
+        seed: optional seed for the kernel initialisers; None = unseeded.
+
+    Returns:
+        An uncompiled ``tf.keras.Sequential`` mapping float32 [B, 28, 28, 1] to logits [B, 62].
+    """
+    layers = tf.keras.layers
+    return tf.keras.Sequential([
+        tf.keras.Input(shape=(28, 28, 1), dtype=tf.float32),
+        layers.Conv2D(32, 3, activation="relu", name="conv1", **_seeded(seed, 0)),
+        layers.Conv2D(64, 3, activation="relu", name="conv2", **_seeded(seed, 1)),
+        layers.MaxPool2D(2, name="pool"),
+        StatelessDropout(0.25, name="pool_drop"),
+        layers.Flatten(name="flatten"),
+        layers.Dense(128, activation="relu", name="fc1", **_seeded(seed, 2)),
+        StatelessDropout(0.5, name="fc1_drop"),
+        layers.Dense(62, name="logits", **_seeded(seed, 3)),
+    ], name="emnist_cr_cnn")
 
 
 def build_softmax_regression(num_features: int = 60, num_classes: int = 10,

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks.models import build_fmnist_cnn, build_softmax_regression
+from tasks.models import build_emnist_cr_cnn, build_fmnist_cnn, build_softmax_regression
+from tff_adaptive.stateless_dropout import StatelessDropout
 
 
 def test_fmnist_cnn_parameter_count_and_shapes():
@@ -18,7 +19,8 @@ def test_fmnist_cnn_parameter_count_and_shapes():
     assert model.get_layer("flatten").output_shape == (None, 320)
     assert model.input_shape == (None, 28, 28, 1) and model.output_shape == (None, 10)
     assert model.input.dtype == tf.float32
-    assert isinstance(model.get_layer("conv2_drop"), tf.keras.layers.SpatialDropout2D)
+    assert isinstance(model.get_layer("conv2_drop"), StatelessDropout)
+    assert model.get_layer("conv2_drop").spatial and model.get_layer("conv2_drop").rate == 0.5
     assert model.get_layer("fc1_drop").rate == 0.5
     assert model.get_layer("logits").activation is tf.keras.activations.linear
 
@@ -42,6 +44,23 @@ def test_seeded_initialisation_is_reproducible():
     c = build_fmnist_cnn(seed=6).get_weights()
     assert all(np.array_equal(u, v) for u, v in zip(a, b))
     assert not np.array_equal(a[0], c[0])
+
+
+def test_emnist_cr_cnn_parameter_count_and_shapes():
+    model = build_emnist_cr_cnn(seed=0)
+    # Reddi et al. 2021, Table 4. conv1: 3*3*1*32 + 32 = 320; conv2: 3*3*32*64 + 64 = 18,496;
+    # fc1: 9,216*128 + 128 = 1,179,776 (9,216 = 12*12*64); logits: 128*62 + 62 = 7,998.
+    assert [layer.count_params() for layer in model.layers if layer.weights] == [
+        320, 18496, 1179776, 7998]
+    assert model.count_params() == 1206590
+    assert model.get_layer("flatten").output_shape == (None, 9216)
+    assert model.input_shape == (None, 28, 28, 1) and model.output_shape == (None, 62)
+    assert [layer.rate for layer in model.layers if isinstance(layer, StatelessDropout)] == [
+        0.25, 0.5]
+    assert model.get_layer("logits").activation is tf.keras.activations.linear
+    x = np.random.default_rng(0).uniform(size=(2, 28, 28, 1)).astype(np.float32)
+    np.testing.assert_array_equal(model(x, training=False).numpy(),
+                                  model(x, training=False).numpy())
 
 
 def test_softmax_regression():
