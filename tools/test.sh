@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # The test command of the README: sets up (idempotent), runs the whole pytest suite, and fails
-# if the suite left a TFF worker_binary process running.
+# if the suite left a TFF worker_binary process running. Workers are attributed to this run by
+# an environment marker they inherit, so other programs' workers on the machine don't count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-before="$(pgrep -x worker_binary | sort || true)"
+export TFF_ADAPTIVE_TEST_RUN="test-run-$$-$(date +%s%N)"
 status=0
 TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python -m pytest "$@" || status=$?
 sleep 1
-after="$(pgrep -x worker_binary | sort || true)"
-leaked="$(comm -13 <(echo "$before") <(echo "$after") | grep -v '^$' || true)"
+leaked=""
+for pid in $(pgrep -x worker_binary || true); do
+  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "TFF_ADAPTIVE_TEST_RUN=$TFF_ADAPTIVE_TEST_RUN"; then
+    leaked="$leaked $pid"
+  fi
+done
 if [ -n "$leaked" ]; then
-  echo "test.sh: error: the test suite left worker_binary processes running: $leaked" >&2
+  echo "test.sh: error: the test suite left worker_binary processes running:$leaked" >&2
   exit 1
 fi
 echo "test.sh: no worker_binary process left behind"
