@@ -81,13 +81,15 @@ def main(argv):
       final = training_loop.run_training(
           process, initial_weights, task.train_clients, sampler,
           evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
-          task.central_test, task.client_test,
+          task.validation_sample or (lambda round_num: task.central_test),
+          task.client_test,
           training_loop.LoopConfig(
               total_rounds=config.total_rounds,
               clients_per_round=config.clients_per_round,
               rounds_per_eval=FLAGS.rounds_per_eval,
               rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
-              seed=config.seed, output_dir=output_dir))
+              seed=config.seed, output_dir=output_dir),
+          final_test=task.final_test)
   except training_loop.DivergenceError as e:
     _fail(str(e), 3)
   except (datasets.DataNotFoundError, datasets.DataFormatError) as e:

@@ -30,7 +30,8 @@ flags.DEFINE_string('server_optimizer', 'sgd',
                     f'Server optimizer: one of {", ".join(optimizers.SERVER_OPTIMIZERS)}.')
 flags.DEFINE_float('server_learning_rate', None, 'Server learning rate (default: task\'s).')
 flags.DEFINE_float('server_momentum', 0.9, 'Server momentum (sgdm).')
-flags.DEFINE_float('tau', 1e-3, 'Adaptivity tau (adagrad, adam, yogi).')
+flags.DEFINE_float('tau', None, 'Adaptivity tau (adagrad, adam, yogi); default: the task\'s '
+                   'published value for the optimizer, else 1e-3.')
 flags.DEFINE_float('server_beta_1', None, 'First-moment decay (default 0 for adagrad, 0.9 '
                    'for adam/yogi).')
 flags.DEFINE_float('server_beta_2', 0.999, 'Second-moment decay (adam, yogi).')
@@ -123,13 +124,15 @@ def experiment_config_from_flags() -> ExperimentConfig:
         name=FLAGS.server_optimizer,
         learning_rate=_or(FLAGS.server_learning_rate,
                           defaults.server_learning_rate[FLAGS.server_optimizer]),
-        momentum=FLAGS.server_momentum, tau=FLAGS.tau, beta_1=FLAGS.server_beta_1,
+        momentum=FLAGS.server_momentum,
+        tau=_or(FLAGS.tau, defaults.tau.get(FLAGS.server_optimizer, 1e-3)), beta_1=FLAGS.server_beta_1,
         beta_2=FLAGS.server_beta_2,
         initial_accumulator_value=FLAGS.initial_accumulator_value,
         variant=FLAGS.adaptive_variant)
     optimizers.build_server_optimizer(server)  # validates the hyperparameters
     client = client_work.ClientTrainingConfig(
-        learning_rate=_or(FLAGS.client_learning_rate, defaults.client_learning_rate),
+        learning_rate=_or(FLAGS.client_learning_rate, defaults.client_learning_rates.get(
+            FLAGS.server_optimizer, defaults.client_learning_rate)),
         momentum=client_momentum, epochs=FLAGS.client_epochs_per_round,
         batch_size=_or(FLAGS.client_batch_size, defaults.client_batch_size),
         lr_schedule=schedules.ScheduleConfig(FLAGS.client_lr_schedule,

@@ -7,7 +7,7 @@ O(clients per round).
 """
 
 import collections
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import dataclasses
 from typing import Optional
 
@@ -27,6 +27,10 @@ class TaskDefaults:
   """The paper's per-task settings, used when the matching flag is not given.
 
   server_learning_rate maps each server optimizer name to its default eta.
+  client_learning_rates optionally maps a server optimizer name to the client learning rate
+  published with it (Reddi et al. Table 8); optimizers absent use client_learning_rate.
+  tau optionally maps an adaptive server optimizer name to its published tau (Table 9);
+  optimizers absent use the --tau flag's default.
   """
   clients_per_round: int = 10
   client_batch_size: int = 20
@@ -34,6 +38,8 @@ class TaskDefaults:
   client_learning_rate: float = 0.1
   server_learning_rate: Mapping[str, float] = dataclasses.field(
       default_factory=_default_server_learning_rates)
+  client_learning_rates: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  tau: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +53,7 @@ class TaskConfig:
     dirichlet_alpha: label-skew concentration for Dirichlet-partitioned tasks.
     synthetic_alpha, synthetic_beta: LEAF Synthetic(alpha, beta).
     num_clients: population size for generated/partitioned tasks (None: task default).
+    examples_per_client: examples per client for partitioned tasks (None: task default).
   """
   name: str
   data_dir: Optional[str] = None
@@ -55,6 +62,7 @@ class TaskConfig:
   synthetic_alpha: float = 1.0
   synthetic_beta: float = 1.0
   num_clients: Optional[int] = None
+  examples_per_client: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +79,14 @@ class Task:
     metrics_fn: builds the list of Keras metrics reported for train and eval.
     defaults: the paper's per-task settings.
     description: one line for --help and logs.
+    validation_sample: optional round_num -> the examples to evaluate on in that round, a pure
+      function of (task seed, round_num). Reddi et al. App. E.2: Stack Overflow's per-round
+      validation is 10,000 random test examples. None: `central_test` every round. When set,
+      `central_test` is `validation_sample(0)` (a fixed sample for loops that do not resample).
+    eval_sample_size: the number of examples `validation_sample` draws (None if unset).
+    final_test: optional no-arg callable yielding the FULL test split in chunks (each a
+      ClientArrays), for one evaluation after the last round (Reddi et al. Table 10); set when
+      the test split is too large for memory. None: `central_test` is the full test split.
   """
   name: str
   train_clients: Mapping[str, ClientArrays]
@@ -81,6 +97,9 @@ class Task:
   defaults: TaskDefaults
   client_test: Optional[Mapping[str, ClientArrays]] = None
   description: str = ''
+  validation_sample: Optional[Callable[[int], ClientArrays]] = None
+  eval_sample_size: Optional[int] = None
+  final_test: Optional[Callable[[], Iterator[ClientArrays]]] = None
 
   @property
   def client_ids(self) -> Sequence[str]:
@@ -104,3 +123,37 @@ def arrays_from_indices(features: Mapping[str, np.ndarray],
                         indices: np.ndarray) -> ClientArrays:
   """The examples at `indices` of each feature array, as a new OrderedDict."""
   return collections.OrderedDict((k, v[indices]) for k, v in features.items())
+
+
+def concat_clients(clients: Mapping[str, Mapping[str, np.ndarray]],
+                   client_ids: Optional[Iterable[str]] = None) -> ClientArrays:
+  """All examples of `clients` (or of `client_ids`, in that order) pooled into one ClientArrays.
+
+  Raises:
+    ValueError: there are no clients to pool.
+  """
+  return pool_clients(clients, client_ids)[0]
+
+
+def pool_clients(
+    clients: Mapping[str, Mapping[str, np.ndarray]],
+    client_ids: Optional[Iterable[str]] = None,
+) -> tuple[ClientArrays, dict[str, ClientArrays]]:
+  """Reads every client once: (pooled arrays, client id -> views into the pooled arrays).
+
+  For a lazy test split that is both the pooled test set and the per-client evaluation data:
+  one copy in memory, no re-reading per evaluation.
+
+  Raises:
+    ValueError: there are no clients to pool.
+  """
+  ids = list(clients if client_ids is None else client_ids)
+  parts = [clients[cid] for cid in ids]
+  if not parts:
+    raise ValueError('pool_clients needs at least one client')
+  pooled = collections.OrderedDict(
+      (k, np.concatenate([p[k] for p in parts])) for k in parts[0])
+  starts = np.cumsum([0] + [len(next(iter(p.values()))) for p in parts])
+  views = {cid: collections.OrderedDict((k, v[a:b]) for k, v in pooled.items())
+           for cid, a, b in zip(ids, starts[:-1], starts[1:])}
+  return pooled, views

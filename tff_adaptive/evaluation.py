@@ -9,7 +9,7 @@ federated computation, so it costs no TFF runtime overhead.
 """
 
 import collections
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Optional
 
 import numpy as np
@@ -53,7 +53,7 @@ class Evaluator:
                batch_size: int = 1000):
     self._model = keras_model_fn()
     self._loss = loss_fn()
-    self._loss.reduction = tf.keras.losses.Reduction.SUM
+    self._loss.reduction = tf.keras.losses.Reduction.NONE
     self._metrics = metrics_fn()
     self._batch_size = batch_size
     self._batch_step = tf.function(self._batch_step_impl, reduce_retracing=True)
@@ -62,24 +62,36 @@ class Evaluator:
     predictions = self._model(x, training=False)
     for metric in self._metrics:
       metric.update_state(y, predictions)
-    return self._loss(y, predictions)
+    per_element = self._loss(y, predictions)  # [batch] or [batch, time] for sequences
+    return tf.reduce_sum(per_element), tf.cast(tf.size(per_element), tf.float64)
 
   def evaluate(self, weights: tff.learning.models.ModelWeights,
                data: Mapping[str, np.ndarray]) -> collections.OrderedDict:
-    """Returns OrderedDict(loss=mean loss per example, <metric name>=value, ...)."""
+    """Returns OrderedDict(loss=mean loss per example (per token for sequences), <metric>=...)."""
     weights.assign_weights_to(self._model)
     return self._evaluate_assigned(data)
 
-  def _evaluate_assigned(self, data):
+  def evaluate_chunks(self, weights: tff.learning.models.ModelWeights,
+                      chunks: Iterable[Mapping[str, np.ndarray]]) -> collections.OrderedDict:
+    """Like `evaluate`, over data too large for memory, given as consecutive chunks."""
+    weights.assign_weights_to(self._model)
+    return self._evaluate_assigned(*chunks)
+
+  def _evaluate_assigned(self, *chunks):
     for metric in self._metrics:
       metric.reset_state()
-    x, y = data['x'], data['y']
-    n = len(y)
-    loss_sum = 0.0
-    for start in range(0, n, self._batch_size):
-      loss_sum += float(self._batch_step(
-          x[start:start + self._batch_size], y[start:start + self._batch_size]))
-    results = collections.OrderedDict(loss=loss_sum / max(n, 1))
+    count, loss_sum = 0.0, 0.0
+    for data in chunks:
+      x, y = data['x'], data['y']
+      for start in range(0, len(y), self._batch_size):
+        batch_sum, batch_count = self._batch_step(
+            x[start:start + self._batch_size], y[start:start + self._batch_size])
+        loss_sum += float(batch_sum)
+        count += float(batch_count)
+    # Mean loss per loss element: per example, or per token for sequence models. (A task
+    # whose training loss is SUM-reduced, e.g. emnist_ae and so_lr, reports its train_loss
+    # as a per-batch sum; eval_loss is always the per-element mean.)
+    results = collections.OrderedDict(loss=loss_sum / max(count, 1.0))
     for metric in self._metrics:
       results[metric.name] = float(metric.result())
     return results

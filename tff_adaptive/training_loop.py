@@ -16,7 +16,7 @@ checkpoint of round r therefore reproduces rounds r+1.. exactly.
 
 import asyncio
 import collections
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 import csv
 import dataclasses
 import json
@@ -141,12 +141,18 @@ def run_training(
     train_clients: Mapping[str, Mapping[str, np.ndarray]],
     sampler: Callable[[int], list[str]],
     evaluator: evaluation.Evaluator,
-    central_test: Mapping[str, np.ndarray],
+    validation_data: Callable[[int], Mapping[str, np.ndarray]],
     client_test: Optional[Mapping[str, Mapping[str, np.ndarray]]],
     config: LoopConfig,
+    final_test: Optional[Callable[[], Iterable[Mapping[str, np.ndarray]]]] = None,
     log: TextIO = sys.stdout,
 ) -> collections.OrderedDict:
   """Trains `process` for config.total_rounds, resuming from the latest checkpoint if any.
+
+  Evaluation rounds evaluate the global model on `validation_data(round_num)` (eval_*), e.g.
+  the full test split, or Reddi et al.'s seeded 10,000-example sample for Stack Overflow, and
+  on each client of `client_test` (eval_client_*). After the last round, `final_test` (the
+  full test split in chunks), if given, is evaluated too (eval_final_*).
 
   Returns:
     The metrics of the last round (including its evaluation).
@@ -202,7 +208,11 @@ def run_training(
       # A finite model can still have infinite losses (e.g. after a huge server step): they
       # are recorded as inf/nan, without numpy's RuntimeWarnings on stderr.
       with np.errstate(over='ignore', invalid='ignore'):
-        row.update(_flatten('eval', evaluator.evaluate(new_weights, central_test)))
+        row.update(_flatten('eval', evaluator.evaluate(new_weights,
+                                                       validation_data(round_num))))
+        if last and final_test is not None:
+          row.update(_flatten('eval_final',
+                              evaluator.evaluate_chunks(new_weights, final_test())))
         if client_test is not None:
           summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
           row.update(_flatten('eval_client', summary))
