@@ -529,7 +529,7 @@ def test_sigint_exits_130_and_stops_worker(tmp_path):
                      f'--root_output_dir={tmp_path}'])
   trainer.wait_for_line(r'^round 2/1000 ')
   os.kill(trainer.proc.pid, signal.SIGINT)
-  assert trainer.finish(timeout_s=60) == 130, trainer.report()
+  assert trainer.finish(timeout_s=180) == 130, trainer.report()
   assert trainer.workers, f'no worker_binary child seen\n{trainer.report()}'
   _assert_workers_gone(trainer.workers)
   assert 'Traceback' not in trainer.stderr, trainer.report()
