@@ -35,7 +35,7 @@ import numbers
 
 import numpy as np
 
-from datasets.partitioners import sample_class_counts
+from datasets.partitioners import check_labels, sample_class_counts
 
 __all__ = ["pachinko_allocation_partition"]
 
@@ -51,16 +51,6 @@ def _check_concentration(name: str, value) -> float:
             np.isfinite(value) and value > 0):
         raise ValueError(f"{name}={value!r} is invalid; expected a finite number > 0")
     return float(value)
-
-
-def _check_labels(name: str, labels) -> np.ndarray:
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or labels.size == 0 or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"{name} has shape {labels.shape} and dtype {labels.dtype}; expected a "
-                         "non-empty 1-D integer array")
-    if labels.min() < 0:
-        raise ValueError(f"{name} contains {labels.min()}; expected values >= 0")
-    return labels.astype(np.int64)
 
 
 def pachinko_allocation_partition(fine_labels: np.ndarray, coarse_labels: np.ndarray,
@@ -86,8 +76,8 @@ def pachinko_allocation_partition(fine_labels: np.ndarray, coarse_labels: np.nda
         ValueError: an argument is out of range (the message names it, its value and the range),
             or a fine label appears under two coarse labels.
     """
-    fine = _check_labels("fine_labels", fine_labels)
-    coarse = _check_labels("coarse_labels", coarse_labels)
+    fine = check_labels("fine_labels", fine_labels)
+    coarse = check_labels("coarse_labels", coarse_labels)
     if fine.shape != coarse.shape:
         raise ValueError(f"fine_labels has shape {fine.shape} and coarse_labels {coarse.shape}; "
                          "expected equal shapes")

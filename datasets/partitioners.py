@@ -38,6 +38,17 @@ def _check_int(name: str, value, low: int) -> int:
     return int(value)
 
 
+def check_labels(name: str, labels) -> np.ndarray:
+    """``labels`` as int64 after checking it is a non-empty 1-D array of integers >= 0."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size == 0 or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{name} has shape {labels.shape} and dtype {labels.dtype}; expected a "
+                         "non-empty 1-D integer array")
+    if labels.min() < 0:
+        raise ValueError(f"{name} contains {labels.min()}; expected values >= 0")
+    return labels.astype(np.int64)
+
+
 def sample_class_counts(probs: np.ndarray, available: np.ndarray, n: int,
                         rng: np.random.Generator,
                         fallback: np.ndarray | None = None) -> np.ndarray:
@@ -109,12 +120,7 @@ def dirichlet_label_partition(labels: np.ndarray, num_clients: int,
     Raises:
         ValueError: an argument is out of range (the message names it, its value and the range).
     """
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or labels.size == 0 or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"labels has shape {labels.shape} and dtype {labels.dtype}; expected a "
-                         "non-empty 1-D integer array")
-    if labels.min() < 0:
-        raise ValueError(f"labels contains {labels.min()}; expected values >= 0")
+    labels = check_labels("labels", labels)
     num_examples = labels.size
     num_clients = _check_int("num_clients", num_clients, 1)
     if examples_per_client is None:
