@@ -45,17 +45,21 @@ import datasets
 from tests import fixtures
 from tff_adaptive import sampling
 
-_POPULATIONS = flags.DEFINE_list('populations', ['1000', '10000', '100000'],
-                                 'Client counts of the generated SQLite fixtures.')
-_SAMPLER_POPULATIONS = flags.DEFINE_list('sampler_populations',
-                                         ['1000', '10000', '100000', '342477'],
-                                         'Population sizes for the sampler-only timing.')
+_POPULATIONS = flags.DEFINE_list(
+  'populations', ['1000', '10000', '100000'], 'Client counts of the generated SQLite fixtures.'
+)
+_SAMPLER_POPULATIONS = flags.DEFINE_list(
+  'sampler_populations',
+  ['1000', '10000', '100000', '342477'],
+  'Population sizes for the sampler-only timing.',
+)
 _EXAMPLES = flags.DEFINE_integer('examples_per_client', 2, 'Training examples per client.')
 _K = flags.DEFINE_integer('clients_per_round', 10, 'Clients sampled per round.')
 _ROUNDS = flags.DEFINE_integer('rounds', 50, 'Timed rounds per (population, sampler).')
 _MEMORY_ROUNDS = flags.DEFINE_integer('memory_rounds', 200, 'Rounds of the memory check.')
-_CACHE_DIR = flags.DEFINE_string('cache_dir', '/tmp/tff_adaptive_data_scale',
-                                 'Where the generated fixtures are kept between runs.')
+_CACHE_DIR = flags.DEFINE_string(
+  'cache_dir', '/tmp/tff_adaptive_data_scale', 'Where the generated fixtures are kept between runs.'
+)
 _OUTPUT = flags.DEFINE_string('output', 'results/benchmarks/data_scale.csv', 'CSV path.')
 
 METHODS = ('tff', 'fast')
@@ -106,10 +110,17 @@ def bench_populations(populations: list[int]) -> list[dict]:
       sample = sampling.build_client_sampler(train.client_ids, _K.value, seed=1, method=method)
       build_s = time.perf_counter() - started
       pairs.append((train, sample))
-      rows.append(collections.OrderedDict(
-          population=population, method=method, file_mb=round(size_mb, 1),
-          generate_s=round(generate_s, 2), open_s=round(open_s, 3),
-          first_client_s=round(trace_s, 3), sampler_build_s=round(build_s, 4)))
+      rows.append(
+        collections.OrderedDict(
+          population=population,
+          method=method,
+          file_mb=round(size_mb, 1),
+          generate_s=round(generate_s, 2),
+          open_s=round(open_s, 3),
+          first_client_s=round(trace_s, 3),
+          sampler_build_s=round(build_s, 4),
+        )
+      )
   timings = [[] for _ in pairs]
   for r in range(1, _ROUNDS.value + 1):
     for j in range(len(pairs)):
@@ -121,7 +132,8 @@ def bench_populations(populations: list[int]) -> list[dict]:
     row['load_ms'] = round(statistics.median(t[1] for t in times) * 1e3, 3)
     row['round_ms'] = round(statistics.median(t[0] + t[1] for t in times) * 1e3, 3)
     row['round_ms_q25'], _, row['round_ms_q75'] = (
-        round(q * 1e3, 3) for q in statistics.quantiles([t[0] + t[1] for t in times], n=4))
+      round(q * 1e3, 3) for q in statistics.quantiles([t[0] + t[1] for t in times], n=4)
+    )
     # Memory: continue from round _ROUNDS + 1; RSS after 10 and after memory_rounds rounds.
     rss = {}
     for r in range(1, _MEMORY_ROUNDS.value + 1):
@@ -130,8 +142,11 @@ def bench_populations(populations: list[int]) -> list[dict]:
         rss[r] = _rss_mib()
     row['rss_mib_10'] = round(rss[10], 1)
     row[f'rss_mib_{_MEMORY_ROUNDS.value}'] = round(rss[_MEMORY_ROUNDS.value], 1)
-    print(f'N={row["population"]:,} {row["method"]}: round {row["round_ms"]:.2f} ms',
-          file=sys.stderr, flush=True)
+    print(
+      f'N={row["population"]:,} {row["method"]}: round {row["round_ms"]:.2f} ms',
+      file=sys.stderr,
+      flush=True,
+    )
   return rows
 
 
@@ -151,18 +166,25 @@ def bench_sampler(population: int) -> dict:
 
 def _format(rows, sampler_rows) -> str:
   m = _MEMORY_ROUNDS.value
-  lines = [f'per round: sample {_K.value} clients + materialise their arrays (median of '
-           f'{_ROUNDS.value} rounds); {_EXAMPLES.value} examples/client',
-           f'{"clients":>9} {"file MB":>8} {"open s":>7} {"sampler":>7} {"sample ms":>10} '
-           f'{"load ms":>8} {"round ms":>9} {"[q25, q75]":>14} {"RSS@10":>8} {f"RSS@{m}":>8}']
+  lines = [
+    f'per round: sample {_K.value} clients + materialise their arrays (median of '
+    f'{_ROUNDS.value} rounds); {_EXAMPLES.value} examples/client',
+    f'{"clients":>9} {"file MB":>8} {"open s":>7} {"sampler":>7} {"sample ms":>10} '
+    f'{"load ms":>8} {"round ms":>9} {"[q25, q75]":>14} {"RSS@10":>8} {f"RSS@{m}":>8}',
+  ]
   for r in rows:
     iqr = f'[{r["round_ms_q25"]:.1f}, {r["round_ms_q75"]:.1f}]'
-    lines.append(f'{r["population"]:>9,} {r["file_mb"]:>8.1f} {r["open_s"]:>7.2f} '
-                 f'{r["method"]:>7} {r["sample_ms"]:>10.3f} {r["load_ms"]:>8.2f} '
-                 f'{r["round_ms"]:>9.2f} {iqr:>14} {r["rss_mib_10"]:>8.1f} '
-                 f'{r[f"rss_mib_{m}"]:>8.1f}')
-  lines += ['', f'sampler alone, {_K.value} of N (median ms of {_ROUNDS.value} rounds)',
-            f'{"N":>9} {"tff ms":>9} {"fast ms":>9}']
+    lines.append(
+      f'{r["population"]:>9,} {r["file_mb"]:>8.1f} {r["open_s"]:>7.2f} '
+      f'{r["method"]:>7} {r["sample_ms"]:>10.3f} {r["load_ms"]:>8.2f} '
+      f'{r["round_ms"]:>9.2f} {iqr:>14} {r["rss_mib_10"]:>8.1f} '
+      f'{r[f"rss_mib_{m}"]:>8.1f}'
+    )
+  lines += [
+    '',
+    f'sampler alone, {_K.value} of N (median ms of {_ROUNDS.value} rounds)',
+    f'{"N":>9} {"tff ms":>9} {"fast ms":>9}',
+  ]
   for r in sampler_rows:
     lines.append(f'{r["population"]:>9,} {r["tff_ms"]:>9.3f} {r["fast_ms"]:>9.3f}')
   return '\n'.join(lines)
@@ -193,8 +215,10 @@ def main(argv):
       raise app.UsageError(f'--{flag.name} must be >= 1, got {flag.value}')
   if _MEMORY_ROUNDS.value < 10:
     raise app.UsageError(f'--memory_rounds must be >= 10, got {_MEMORY_ROUNDS.value}')
-  print(f'{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; fixtures in '
-        f'{_CACHE_DIR.value}', flush=True)
+  print(
+    f'{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; fixtures in {_CACHE_DIR.value}',
+    flush=True,
+  )
   # Warm-up (TF/TFF imports, first graph traces) on a small fixture, so the first timed
   # population does not pay it.
   warm = datasets.load_federated('emnist', _fixture(100)[0]).train

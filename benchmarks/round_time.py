@@ -67,7 +67,8 @@ _TAU = flags.DEFINE_float('tau', 1e-3, 'Server Adam epsilon (tau).')
 _SEED = flags.DEFINE_integer('seed', 0, 'Seed of data, initial weights and client shuffling.')
 _CHECK = flags.DEFINE_bool('check', True, 'Check first that the three compute the same round.')
 _MAX_CALLS = flags.DEFINE_integer(
-    'max_concurrent_computation_calls', None, 'Worker flag; unset = unlimited (TFF default).')
+  'max_concurrent_computation_calls', None, 'Worker flag; unset = unlimited (TFF default).'
+)
 _INTRA = flags.DEFINE_integer('worker_intra_op_threads', None, 'Worker TF intra-op threads.')
 _INTER = flags.DEFINE_integer('worker_inter_op_threads', None, 'Worker TF inter-op threads.')
 
@@ -78,14 +79,18 @@ _BETA_1, _BETA_2 = 0.9, 0.999
 
 def build_mlp(seed=None) -> tf.keras.Model:
   """784-200-200-62 ReLU MLP, logits out (209,662 parameters)."""
-  init = lambda k: ({} if seed is None else
-                    {'kernel_initializer': tf.keras.initializers.GlorotUniform(seed + k)})
-  return tf.keras.Sequential([
+  init = lambda k: (
+    {} if seed is None else {'kernel_initializer': tf.keras.initializers.GlorotUniform(seed + k)}
+  )
+  return tf.keras.Sequential(
+    [
       tf.keras.Input(shape=(784,), dtype=tf.float32),
       tf.keras.layers.Dense(200, activation='relu', **init(0)),
       tf.keras.layers.Dense(200, activation='relu', **init(1)),
       tf.keras.layers.Dense(62, **init(2)),
-  ], name='mlp')
+    ],
+    name='mlp',
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,30 +101,36 @@ class ModelSpec:
 
 
 MODELS = {
-    'fmnist_cnn': ModelSpec(lambda seed: models.build_fmnist_cnn(10, seed=seed), (28, 28, 1), 10),
-    'emnist_cnn': ModelSpec(models.build_emnist_cr_cnn, (28, 28, 1), 62),
-    'mlp': ModelSpec(build_mlp, (784,), 62),
+  'fmnist_cnn': ModelSpec(lambda seed: models.build_fmnist_cnn(10, seed=seed), (28, 28, 1), 10),
+  'emnist_cnn': ModelSpec(models.build_emnist_cr_cnn, (28, 28, 1), 62),
+  'mlp': ModelSpec(build_mlp, (784,), 62),
 }
 
 
 def make_clients(spec: ModelSpec, num_clients: int, n: int, seed: int) -> list:
   rng = np.random.default_rng(seed)
-  return [collections.OrderedDict(
+  return [
+    collections.OrderedDict(
       x=rng.uniform(size=(n,) + spec.input_shape).astype(np.float32),
-      y=rng.integers(0, spec.num_classes, size=n).astype(np.int32))
-          for _ in range(num_clients)]
+      y=rng.integers(0, spec.num_classes, size=n).astype(np.int32),
+    )
+    for _ in range(num_clients)
+  ]
 
 
 def make_model_fn(spec: ModelSpec, seed: int):
   input_spec = collections.OrderedDict(
-      x=tf.TensorSpec((None,) + spec.input_shape, tf.float32),
-      y=tf.TensorSpec((None,), tf.int32))
+    x=tf.TensorSpec((None,) + spec.input_shape, tf.float32), y=tf.TensorSpec((None,), tf.int32)
+  )
 
   def model_fn():
     return tff.learning.models.from_keras_model(
-        spec.keras_fn(seed), input_spec=input_spec,
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
+      spec.keras_fn(seed),
+      input_spec=input_spec,
+      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
+    )
+
   return model_fn
 
 
@@ -133,10 +144,13 @@ class Ours:
   def __init__(self, model_fn, clients, initial_weights):
     self.clients = clients
     config = client_work_lib.ClientTrainingConfig(
-        learning_rate=_CLIENT_LR.value, batch_size=_BATCH.value, epochs=_EPOCHS)
+      learning_rate=_CLIENT_LR.value, batch_size=_BATCH.value, epochs=_EPOCHS
+    )
     self.process = fedopt.build_fedopt(
-        model_fn, config, optimizers.build_fedadam(
-            _SERVER_LR.value, tau=_TAU.value, beta_1=_BETA_1, beta_2=_BETA_2))
+      model_fn,
+      config,
+      optimizers.build_fedadam(_SERVER_LR.value, tau=_TAU.value, beta_1=_BETA_1, beta_2=_BETA_2),
+    )
     self.state = self.process.set_model_weights(self.process.initialize(), initial_weights)
     self.round_num = 0
 
@@ -164,15 +178,18 @@ class TffFedAvg:
   def __init__(self, model_fn, clients, initial_weights):
     self.clients = clients
     self.process = tff.learning.algorithms.build_weighted_fed_avg(
-        model_fn,
-        client_optimizer_fn=tff.learning.optimizers.build_sgdm(_CLIENT_LR.value),
-        server_optimizer_fn=tff.learning.optimizers.build_adam(
-            _SERVER_LR.value, beta_1=_BETA_1, beta_2=_BETA_2, epsilon=_TAU.value))
+      model_fn,
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(_CLIENT_LR.value),
+      server_optimizer_fn=tff.learning.optimizers.build_adam(
+        _SERVER_LR.value, beta_1=_BETA_1, beta_2=_BETA_2, epsilon=_TAU.value
+      ),
+    )
     self.state = self.process.set_model_weights(self.process.initialize(), initial_weights)
 
   def data(self, clients=None):
-    return [tf.data.Dataset.from_tensor_slices(c).batch(_BATCH.value)
-            for c in (clients or self.clients)]
+    return [
+      tf.data.Dataset.from_tensor_slices(c).batch(_BATCH.value) for c in (clients or self.clients)
+    ]
 
   def run_round(self, clients=None):
     output = self.process.next(self.state, self.data(clients))
@@ -211,8 +228,8 @@ class Floor:
         v.assign(s)
       for b in tf.range(steps * _EPOCHS):
         start = (b % steps) * batch
-        xb = self.x[c, start:start + batch]
-        yb = self.y[c, start:start + batch]
+        xb = self.x[c, start : start + batch]
+        yb = self.y[c, start : start + batch]
         with tf.GradientTape() as tape:
           loss = self.loss(yb, self.model(xb, training=True))
         for v, g in zip(trainable, tape.gradient(loss, trainable)):
@@ -251,7 +268,8 @@ def check_equivalence() -> list[str]:
   permuted = []
   for i, c in enumerate(clients):
     perm = client_work_lib.epoch_permutations(
-        tf.constant(_EXAMPLES.value), 1, tf.constant(client_seed(1, i, len(clients))))[0]
+      tf.constant(_EXAMPLES.value), 1, tf.constant(client_seed(1, i, len(clients)))
+    )[0]
     permuted.append(collections.OrderedDict((k, v[perm.numpy()]) for k, v in c.items()))
   tff_aligned = TffFedAvg(model_fn, clients, initial)
   out_tff_aligned = tff_aligned.run_round(permuted)
@@ -268,16 +286,18 @@ def check_equivalence() -> list[str]:
   moved = _max_abs_diff(w_ours, w0)
   loss = lambda out: float(out.metrics['client_work']['train']['loss'])
   lines = [
-      f'check (mlp, 1 round, Adam step size {_SERVER_LR.value}): max |w1 - w0| = {moved:.3g}',
-      f'  ours vs tff, same batch order:     max |dw| = {_max_abs_diff(w_ours, w_tff_aligned):.3g}',
-      f'  ours vs tff, tff unshuffled:       max |dw| = {_max_abs_diff(w_ours, w_tff_plain):.3g}',
-      f'  floor vs tff, both unshuffled:     max |dw| = {_max_abs_diff(w_floor, w_tff_plain):.3g}',
-      f'  train loss: ours {loss(out_ours):.6f}, tff same order {loss(out_tff_aligned):.6f}, '
-      f'tff unshuffled {loss(out_tff_plain):.6f}',
+    f'check (mlp, 1 round, Adam step size {_SERVER_LR.value}): max |w1 - w0| = {moved:.3g}',
+    f'  ours vs tff, same batch order:     max |dw| = {_max_abs_diff(w_ours, w_tff_aligned):.3g}',
+    f'  ours vs tff, tff unshuffled:       max |dw| = {_max_abs_diff(w_ours, w_tff_plain):.3g}',
+    f'  floor vs tff, both unshuffled:     max |dw| = {_max_abs_diff(w_floor, w_tff_plain):.3g}',
+    f'  train loss: ours {loss(out_ours):.6f}, tff same order {loss(out_tff_aligned):.6f}, '
+    f'tff unshuffled {loss(out_tff_plain):.6f}',
   ]
-  ok = (_max_abs_diff(w_ours, w_tff_aligned) < 1e-2 * moved and
-        _max_abs_diff(w_floor, w_tff_plain) < 1e-2 * moved and
-        abs(loss(out_ours) - loss(out_tff_aligned)) < 1e-4)
+  ok = (
+    _max_abs_diff(w_ours, w_tff_aligned) < 1e-2 * moved
+    and _max_abs_diff(w_floor, w_tff_plain) < 1e-2 * moved
+    and abs(loss(out_ours) - loss(out_tff_aligned)) < 1e-4
+  )
   lines.append('  -> ' + ('the three compute the same round' if ok else 'MISMATCH'))
   if not ok:
     raise AssertionError('\n'.join(lines))
@@ -326,7 +346,7 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
   block, done = 0, 0
   while done < _ROUNDS.value:
     size = min(_BLOCK.value, _ROUNDS.value - done)
-    order = IMPLEMENTATIONS[block % 3:] + IMPLEMENTATIONS[:block % 3]
+    order = IMPLEMENTATIONS[block % 3 :] + IMPLEMENTATIONS[: block % 3]
     for impl in order:
       for _ in range(size):
         c0, t0 = _cpu_s(worker_pid), time.perf_counter()
@@ -355,24 +375,36 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
 
 
 def _format_tables(rows) -> str:
-  lines = [f'{"model":<11} {"params":>9} {"ours s/rd":>10} {"TFF s/rd":>10} '
-           f'{"floor s/rd":>10} {"ours/TFF":>9} {"ours/floor":>10}']
+  lines = [
+    f'{"model":<11} {"params":>9} {"ours s/rd":>10} {"TFF s/rd":>10} '
+    f'{"floor s/rd":>10} {"ours/TFF":>9} {"ours/floor":>10}'
+  ]
   for r in rows:
-    lines.append(f'{r["model"]:<11} {r["params"]:>9,} {r["ours_s"]:>10.4f} {r["tff_s"]:>10.4f} '
-                 f'{r["floor_s"]:>10.4f} {r["ours_over_tff"]:>9.2f} '
-                 f'{r["ours_over_floor"]:>10.2f}')
+    lines.append(
+      f'{r["model"]:<11} {r["params"]:>9,} {r["ours_s"]:>10.4f} {r["tff_s"]:>10.4f} '
+      f'{r["floor_s"]:>10.4f} {r["ours_over_tff"]:>9.2f} '
+      f'{r["ours_over_floor"]:>10.2f}'
+    )
   lines.append('')
   lines.append('noise: interquartile range of s/round; CPU s/round (this process + TFF worker)')
   for r in rows:
-    lines.append(f'{r["model"]:<11} ' + '  '.join(
-        f'{impl} [{r[f"{impl}_q25_s"]:.4f}, {r[f"{impl}_q75_s"]:.4f}] '
-        f'cpu {r[f"{impl}_cpu_s"]:.3f}' for impl in IMPLEMENTATIONS))
+    lines.append(
+      f'{r["model"]:<11} '
+      + '  '.join(
+        f'{impl} [{r[f"{impl}_q25_s"]:.4f}, {r[f"{impl}_q75_s"]:.4f}] cpu {r[f"{impl}_cpu_s"]:.3f}'
+        for impl in IMPLEMENTATIONS
+      )
+    )
   lines.append('')
   lines.append('one-off: build s (construct/trace) + first round s (incl. worker compile)')
   for r in rows:
-    lines.append(f'{r["model"]:<11} ' + '  '.join(
+    lines.append(
+      f'{r["model"]:<11} '
+      + '  '.join(
         f'{impl} {r[f"{impl}_build_s"]:.2f} + {r[f"{impl}_first_round_s"]:.2f}'
-        for impl in IMPLEMENTATIONS))
+        for impl in IMPLEMENTATIONS
+      )
+    )
   return '\n'.join(lines)
 
 
@@ -389,21 +421,25 @@ def main(argv):
   if _WARMUP.value < 1:
     raise app.UsageError(f'--warmup must be >= 1, got {_WARMUP.value}')
   tf.keras.utils.set_random_seed(_SEED.value)
-  print(f'{_CLIENTS.value} clients x {_EXAMPLES.value} examples, batch {_BATCH.value}, '
-        f'{_EPOCHS} epoch, Adam server; {_WARMUP.value} warm-up + {_ROUNDS.value} timed rounds '
-        f'each, blocks of {_BLOCK.value}; {os.cpu_count()} CPUs, load average '
-        f'{os.getloadavg()[0]:.1f}', flush=True)
+  print(
+    f'{_CLIENTS.value} clients x {_EXAMPLES.value} examples, batch {_BATCH.value}, '
+    f'{_EPOCHS} epoch, Adam server; {_WARMUP.value} warm-up + {_ROUNDS.value} timed rounds '
+    f'each, blocks of {_BLOCK.value}; {os.cpu_count()} CPUs, load average '
+    f'{os.getloadavg()[0]:.1f}',
+    flush=True,
+  )
   rows = []
   with runtime.local_execution(
-      max_concurrent_computation_calls=_MAX_CALLS.value,
-      intra_op_threads=_INTRA.value, inter_op_threads=_INTER.value) as execution:
+    max_concurrent_computation_calls=_MAX_CALLS.value,
+    intra_op_threads=_INTRA.value,
+    inter_op_threads=_INTER.value,
+  ) as execution:
     if _CHECK.value:
       print('\n'.join(check_equivalence()), flush=True)
     for name in _MODELS.value:
       started = time.perf_counter()
       rows.append(bench_model(name, execution.worker_pid))
-      print(f'{name}: done in {time.perf_counter() - started:.0f} s', file=sys.stderr,
-            flush=True)
+      print(f'{name}: done in {time.perf_counter() - started:.0f} s', file=sys.stderr, flush=True)
   print(_format_tables(rows))
   print(f'load average at the end: {os.getloadavg()[0]:.1f}')
   # Under `bazel run` the working directory is the runfiles tree.

@@ -1,37 +1,63 @@
 """Dataset layer: NumPy loaders, federated partitioners and synthetic generators."""
 
-from datasets.errors import DataFormatError, DataNotFoundError
-from datasets.fashion_mnist import (DEFAULT_FASHION_MNIST_DIR, FashionMnist, load_fashion_mnist,
-                                    read_idx)
-from datasets.partitioners import dirichlet_label_partition, label_histogram, sample_class_counts
+from datasets.errors import DataFormatError
+from datasets.errors import DataNotFoundError
+from datasets.fashion_mnist import DEFAULT_FASHION_MNIST_DIR
+from datasets.fashion_mnist import FashionMnist
+from datasets.fashion_mnist import load_fashion_mnist
+from datasets.fashion_mnist import read_idx
+from datasets.partitioners import dirichlet_label_partition
+from datasets.partitioners import label_histogram
+from datasets.partitioners import sample_class_counts
 from datasets.splits import split_train_test
-from datasets.synthetic import leaf_synthetic, synthetic_client_sizes
+from datasets.synthetic import leaf_synthetic
+from datasets.synthetic import synthetic_client_sizes
 
 __all__ = [
-    "DEFAULT_FASHION_MNIST_DIR",
-    "DataFormatError",
-    "DataNotFoundError",
-    "FashionMnist",
-    "dirichlet_label_partition",
-    "label_histogram",
-    "leaf_synthetic",
-    "load_fashion_mnist",
-    "read_idx",
-    "sample_class_counts",
-    "split_train_test",
-    "synthetic_client_sizes",
+  'DEFAULT_FASHION_MNIST_DIR',
+  'DataFormatError',
+  'DataNotFoundError',
+  'FashionMnist',
+  'dirichlet_label_partition',
+  'label_histogram',
+  'leaf_synthetic',
+  'load_fashion_mnist',
+  'read_idx',
+  'sample_class_counts',
+  'split_train_test',
+  'synthetic_client_sizes',
 ]
 
-from datasets.cifar10 import (CIFAR10_TFDS_VERSION, Cifar10, FederatedCifar10,  # noqa: E402
-                              cifar10_prepared_dir, federated_cifar10, load_cifar10)
+from datasets.cifar10 import CIFAR10_TFDS_VERSION
+from datasets.cifar10 import Cifar10
+from datasets.cifar10 import FederatedCifar10  # noqa: E402
+from datasets.cifar10 import cifar10_prepared_dir
+from datasets.cifar10 import federated_cifar10
+from datasets.cifar10 import load_cifar10
 from datasets.pachinko import pachinko_allocation_partition  # noqa: E402
 
-__all__ += ["CIFAR10_TFDS_VERSION", "Cifar10", "FederatedCifar10", "cifar10_prepared_dir",
-            "federated_cifar10", "load_cifar10", "pachinko_allocation_partition"]
+__all__ += [
+  'CIFAR10_TFDS_VERSION',
+  'Cifar10',
+  'FederatedCifar10',
+  'cifar10_prepared_dir',
+  'federated_cifar10',
+  'load_cifar10',
+  'pachinko_allocation_partition',
+]
 
-from datasets.stackoverflow_counts import load_tag_counts, load_word_counts  # noqa: E402
-from datasets.tff_sqlite import (FederatedSplits, MappedClients, SqlClients,  # noqa: E402
-                                 load_federated)
+from datasets.stackoverflow_counts import load_tag_counts  # noqa: E402
+from datasets.stackoverflow_counts import load_word_counts  # noqa: E402
+from datasets.tff_sqlite import FederatedSplits
+from datasets.tff_sqlite import MappedClients
+from datasets.tff_sqlite import SqlClients  # noqa: E402
+from datasets.tff_sqlite import load_federated
 
-__all__ += ["FederatedSplits", "MappedClients", "SqlClients", "load_federated",
-            "load_tag_counts", "load_word_counts"]
+__all__ += [
+  'FederatedSplits',
+  'MappedClients',
+  'SqlClients',
+  'load_federated',
+  'load_tag_counts',
+  'load_word_counts',
+]

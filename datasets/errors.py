@@ -5,12 +5,12 @@ Both derive from the built-in exception a caller would naturally catch (a missin
 names the offending path and, for missing data, how to obtain it.
 """
 
-__all__ = ["DataNotFoundError", "DataFormatError"]
+__all__ = ['DataNotFoundError', 'DataFormatError']
 
 
 class DataNotFoundError(FileNotFoundError):
-    """A required data file does not exist; the message names the expected path and its source."""
+  """A required data file does not exist; the message names the expected path and its source."""
 
 
 class DataFormatError(ValueError):
-    """A data file exists but is corrupt, truncated or has unexpected contents; names the file."""
+  """A data file exists but is corrupt, truncated or has unexpected contents; names the file."""

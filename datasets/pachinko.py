@@ -35,99 +35,112 @@ import numbers
 
 import numpy as np
 
-from datasets.partitioners import check_labels, sample_class_counts
+from datasets.partitioners import check_labels
+from datasets.partitioners import sample_class_counts
 
-__all__ = ["pachinko_allocation_partition"]
+__all__ = ['pachinko_allocation_partition']
 
 
 def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name}={value!r} is invalid; expected an integer >= {low}")
-    return int(value)
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+    raise ValueError(f'{name}={value!r} is invalid; expected an integer >= {low}')
+  return int(value)
 
 
 def _check_concentration(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-            np.isfinite(value) and value > 0):
-        raise ValueError(f"{name}={value!r} is invalid; expected a finite number > 0")
-    return float(value)
+  if (
+    isinstance(value, bool)
+    or not isinstance(value, numbers.Real)
+    or not (np.isfinite(value) and value > 0)
+  ):
+    raise ValueError(f'{name}={value!r} is invalid; expected a finite number > 0')
+  return float(value)
 
 
-def pachinko_allocation_partition(fine_labels: np.ndarray, coarse_labels: np.ndarray,
-                                  num_clients: int = 500, examples_per_client: int = 100,
-                                  alpha: float = 0.1, beta: float = 10.0,
-                                  seed: int = 0) -> list[np.ndarray]:
-    """Partitions example indices over clients by Pachinko allocation (Reddi et al. Alg. 7-8).
+def pachinko_allocation_partition(
+  fine_labels: np.ndarray,
+  coarse_labels: np.ndarray,
+  num_clients: int = 500,
+  examples_per_client: int = 100,
+  alpha: float = 0.1,
+  beta: float = 10.0,
+  seed: int = 0,
+) -> list[np.ndarray]:
+  """Partitions example indices over clients by Pachinko allocation (Reddi et al. Alg. 7-8).
 
-    Args:
-        fine_labels: integer fine labels y, shape [S], values >= 0.
-        coarse_labels: integer coarse labels c, shape [S], values >= 0; every fine label must
-            belong to exactly one coarse label (as in CIFAR-100).
-        num_clients: number of clients M, >= 1.
-        examples_per_client: examples per client N, >= 1, with M * N <= S.
-        alpha: concentration of the symmetric Dirichlet over coarse labels at the root, > 0.
-        beta: concentration of the symmetric Dirichlet over each coarse label's fine labels, > 0.
-        seed: seed for ``np.random.default_rng``, >= 0.
+  Args:
+      fine_labels: integer fine labels y, shape [S], values >= 0.
+      coarse_labels: integer coarse labels c, shape [S], values >= 0; every fine label must
+          belong to exactly one coarse label (as in CIFAR-100).
+      num_clients: number of clients M, >= 1.
+      examples_per_client: examples per client N, >= 1, with M * N <= S.
+      alpha: concentration of the symmetric Dirichlet over coarse labels at the root, > 0.
+      beta: concentration of the symmetric Dirichlet over each coarse label's fine labels, > 0.
+      seed: seed for ``np.random.default_rng``, >= 0.
 
-    Returns:
-        M sorted int64 index arrays into the label arrays, each of length N, pairwise disjoint.
+  Returns:
+      M sorted int64 index arrays into the label arrays, each of length N, pairwise disjoint.
 
-    Raises:
-        ValueError: an argument is out of range (the message names it, its value and the range),
-            or a fine label appears under two coarse labels.
-    """
-    fine = check_labels("fine_labels", fine_labels)
-    coarse = check_labels("coarse_labels", coarse_labels)
-    if fine.shape != coarse.shape:
-        raise ValueError(f"fine_labels has shape {fine.shape} and coarse_labels {coarse.shape}; "
-                         "expected equal shapes")
-    num_clients = _check_int("num_clients", num_clients, 1)
-    examples_per_client = _check_int("examples_per_client", examples_per_client, 1)
-    if num_clients * examples_per_client > fine.size:
-        raise ValueError(
-            f"num_clients * examples_per_client = {num_clients} * {examples_per_client} = "
-            f"{num_clients * examples_per_client} is invalid; expected <= "
-            f"len(fine_labels)={fine.size}")
-    alpha = _check_concentration("alpha", alpha)
-    beta = _check_concentration("beta", beta)
-    seed = _check_int("seed", seed, 0)
+  Raises:
+      ValueError: an argument is out of range (the message names it, its value and the range),
+          or a fine label appears under two coarse labels.
+  """
+  fine = check_labels('fine_labels', fine_labels)
+  coarse = check_labels('coarse_labels', coarse_labels)
+  if fine.shape != coarse.shape:
+    raise ValueError(
+      f'fine_labels has shape {fine.shape} and coarse_labels {coarse.shape}; expected equal shapes'
+    )
+  num_clients = _check_int('num_clients', num_clients, 1)
+  examples_per_client = _check_int('examples_per_client', examples_per_client, 1)
+  if num_clients * examples_per_client > fine.size:
+    raise ValueError(
+      f'num_clients * examples_per_client = {num_clients} * {examples_per_client} = '
+      f'{num_clients * examples_per_client} is invalid; expected <= '
+      f'len(fine_labels)={fine.size}'
+    )
+  alpha = _check_concentration('alpha', alpha)
+  beta = _check_concentration('beta', beta)
+  seed = _check_int('seed', seed, 0)
 
-    num_fine = int(fine.max()) + 1
-    num_coarse = int(coarse.max()) + 1
-    fine_counts = np.bincount(fine, minlength=num_fine)
-    parent = np.full(num_fine, -1, dtype=np.int64)  # coarse label of each fine label
-    parent[fine] = coarse
-    inconsistent = np.flatnonzero(parent[fine] != coarse)
-    if inconsistent.size:
-        y = int(fine[inconsistent[0]])
-        raise ValueError(
-            f"fine label {y} appears with coarse labels {sorted(set(coarse[fine == y].tolist()))}; "
-            "expected every fine label to belong to exactly one coarse label")
-    children = [np.flatnonzero(parent == c) for c in range(num_coarse)]
+  num_fine = int(fine.max()) + 1
+  num_coarse = int(coarse.max()) + 1
+  fine_counts = np.bincount(fine, minlength=num_fine)
+  parent = np.full(num_fine, -1, dtype=np.int64)  # coarse label of each fine label
+  parent[fine] = coarse
+  inconsistent = np.flatnonzero(parent[fine] != coarse)
+  if inconsistent.size:
+    y = int(fine[inconsistent[0]])
+    raise ValueError(
+      f'fine label {y} appears with coarse labels {sorted(set(coarse[fine == y].tolist()))}; '
+      'expected every fine label to belong to exactly one coarse label'
+    )
+  children = [np.flatnonzero(parent == c) for c in range(num_coarse)]
 
-    rng = np.random.default_rng(seed)
-    # One shuffled pool per fine label; pools[y][taken[y]:] are its unassigned examples.
-    pools = [rng.permutation(np.flatnonzero(fine == y)) for y in range(num_fine)]
-    taken = np.zeros(num_fine, dtype=np.int64)
-    partition = []
-    for _ in range(num_clients):
-        fine_left = fine_counts - taken
-        coarse_left = np.bincount(parent[fine_left > 0], weights=fine_left[fine_left > 0],
-                                  minlength=num_coarse).astype(np.int64)
-        in_graph = np.flatnonzero(coarse_left > 0)  # G[r]
-        theta_r = np.zeros(num_coarse)
-        theta_r[in_graph] = rng.dirichlet(np.full(in_graph.size, alpha))
-        # theta_c for every coarse label in G, in label order (Algorithm 7 draws them all).
-        theta_c = {}
-        for c in in_graph:
-            kids = children[c][fine_left[children[c]] > 0]  # G[c]
-            theta_c[c] = (kids, rng.dirichlet(np.full(kids.size, beta)))
-        coarse_draws = sample_class_counts(theta_r, coarse_left, examples_per_client, rng)
-        counts = np.zeros(num_fine, dtype=np.int64)
-        for c in np.flatnonzero(coarse_draws):
-            kids, probs = theta_c[c]
-            counts[kids] = sample_class_counts(probs, fine_left[kids], int(coarse_draws[c]), rng)
-        parts = [pools[y][taken[y]:taken[y] + counts[y]] for y in np.flatnonzero(counts)]
-        taken += counts
-        partition.append(np.sort(np.concatenate(parts)).astype(np.int64))
-    return partition
+  rng = np.random.default_rng(seed)
+  # One shuffled pool per fine label; pools[y][taken[y]:] are its unassigned examples.
+  pools = [rng.permutation(np.flatnonzero(fine == y)) for y in range(num_fine)]
+  taken = np.zeros(num_fine, dtype=np.int64)
+  partition = []
+  for _ in range(num_clients):
+    fine_left = fine_counts - taken
+    coarse_left = np.bincount(
+      parent[fine_left > 0], weights=fine_left[fine_left > 0], minlength=num_coarse
+    ).astype(np.int64)
+    in_graph = np.flatnonzero(coarse_left > 0)  # G[r]
+    theta_r = np.zeros(num_coarse)
+    theta_r[in_graph] = rng.dirichlet(np.full(in_graph.size, alpha))
+    # theta_c for every coarse label in G, in label order (Algorithm 7 draws them all).
+    theta_c = {}
+    for c in in_graph:
+      kids = children[c][fine_left[children[c]] > 0]  # G[c]
+      theta_c[c] = (kids, rng.dirichlet(np.full(kids.size, beta)))
+    coarse_draws = sample_class_counts(theta_r, coarse_left, examples_per_client, rng)
+    counts = np.zeros(num_fine, dtype=np.int64)
+    for c in np.flatnonzero(coarse_draws):
+      kids, probs = theta_c[c]
+      counts[kids] = sample_class_counts(probs, fine_left[kids], int(coarse_draws[c]), rng)
+    parts = [pools[y][taken[y] : taken[y] + counts[y]] for y in np.flatnonzero(counts)]
+    taken += counts
+    partition.append(np.sort(np.concatenate(parts)).astype(np.int64))
+  return partition

@@ -29,70 +29,78 @@ import numbers
 
 import numpy as np
 
-__all__ = ["leaf_synthetic", "synthetic_client_sizes"]
+__all__ = ['leaf_synthetic', 'synthetic_client_sizes']
 
 
 def _check_nonneg(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-            np.isfinite(value) and value >= 0):
-        raise ValueError(f"{name}={value!r} is invalid; expected a finite number >= 0")
-    return float(value)
+  if (
+    isinstance(value, bool)
+    or not isinstance(value, numbers.Real)
+    or not (np.isfinite(value) and value >= 0)
+  ):
+    raise ValueError(f'{name}={value!r} is invalid; expected a finite number >= 0')
+  return float(value)
 
 
 def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name}={value!r} is invalid; expected an integer >= {low}")
-    return int(value)
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+    raise ValueError(f'{name}={value!r} is invalid; expected an integer >= {low}')
+  return int(value)
 
 
 def synthetic_client_sizes(num_clients: int, rng: np.random.Generator) -> np.ndarray:
-    """Client sizes floor(lognormal(4, 2)) + 50 as in the FedProx generator (int64, [K])."""
-    return rng.lognormal(mean=4.0, sigma=2.0, size=num_clients).astype(np.int64) + 50
+  """Client sizes floor(lognormal(4, 2)) + 50 as in the FedProx generator (int64, [K])."""
+  return rng.lognormal(mean=4.0, sigma=2.0, size=num_clients).astype(np.int64) + 50
 
 
-def leaf_synthetic(alpha: float, beta: float, num_clients: int = 100, num_features: int = 60,
-                   num_classes: int = 10,
-                   seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Generates Synthetic(alpha, beta): one (x, y) pair per client.
+def leaf_synthetic(
+  alpha: float,
+  beta: float,
+  num_clients: int = 100,
+  num_features: int = 60,
+  num_classes: int = 10,
+  seed: int = 0,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+  """Generates Synthetic(alpha, beta): one (x, y) pair per client.
 
-    Args:
-        alpha: standard deviation of the per-client model mean u_k, finite and >= 0 (see the
-            module docstring: it does not affect the labels).
-        beta: standard deviation of the per-client feature mean B_k, finite and >= 0; larger beta
-            gives more different feature distributions and more skewed per-client labels.
-        num_clients: number of clients K, >= 1.
-        num_features: feature dimension d, >= 1.
-        num_classes: number of classes C, >= 2.
-        seed: seed for ``np.random.default_rng``, >= 0. The output is a deterministic function of
-            all arguments.
+  Args:
+      alpha: standard deviation of the per-client model mean u_k, finite and >= 0 (see the
+          module docstring: it does not affect the labels).
+      beta: standard deviation of the per-client feature mean B_k, finite and >= 0; larger beta
+          gives more different feature distributions and more skewed per-client labels.
+      num_clients: number of clients K, >= 1.
+      num_features: feature dimension d, >= 1.
+      num_classes: number of classes C, >= 2.
+      seed: seed for ``np.random.default_rng``, >= 0. The output is a deterministic function of
+          all arguments.
 
-    Returns:
-        K tuples (x, y): x float32 [n_k, d], y int32 [n_k] with values in [0, C); n_k >= 50.
+  Returns:
+      K tuples (x, y): x float32 [n_k, d], y int32 [n_k] with values in [0, C); n_k >= 50.
 
-    Raises:
-        ValueError: an argument is out of range.
-    """
-    alpha = _check_nonneg("alpha", alpha)
-    beta = _check_nonneg("beta", beta)
-    num_clients = _check_int("num_clients", num_clients, 1)
-    num_features = _check_int("num_features", num_features, 1)
-    num_classes = _check_int("num_classes", num_classes, 2)
-    seed = _check_int("seed", seed, 0)
+  Raises:
+      ValueError: an argument is out of range.
+  """
+  alpha = _check_nonneg('alpha', alpha)
+  beta = _check_nonneg('beta', beta)
+  num_clients = _check_int('num_clients', num_clients, 1)
+  num_features = _check_int('num_features', num_features, 1)
+  num_classes = _check_int('num_classes', num_classes, 2)
+  seed = _check_int('seed', seed, 0)
 
-    rng = np.random.default_rng(seed)
-    sizes = synthetic_client_sizes(num_clients, rng)
-    # Scale standard normals rather than call normal(0, alpha): alpha = 0 is well defined and the
-    # random stream does not depend on alpha or beta, so each changes only what it scales.
-    u = alpha * rng.standard_normal(num_clients)
-    big_b = beta * rng.standard_normal(num_clients)
-    v = big_b[:, None] + rng.standard_normal((num_clients, num_features))
-    x_std = np.arange(1, num_features + 1, dtype=np.float64) ** (-1.2 / 2)  # sqrt(Sigma_jj)
+  rng = np.random.default_rng(seed)
+  sizes = synthetic_client_sizes(num_clients, rng)
+  # Scale standard normals rather than call normal(0, alpha): alpha = 0 is well defined and the
+  # random stream does not depend on alpha or beta, so each changes only what it scales.
+  u = alpha * rng.standard_normal(num_clients)
+  big_b = beta * rng.standard_normal(num_clients)
+  v = big_b[:, None] + rng.standard_normal((num_clients, num_features))
+  x_std = np.arange(1, num_features + 1, dtype=np.float64) ** (-1.2 / 2)  # sqrt(Sigma_jj)
 
-    clients = []
-    for k in range(num_clients):
-        w = u[k] + rng.standard_normal((num_features, num_classes))
-        b = u[k] + rng.standard_normal(num_classes)
-        x = v[k] + x_std * rng.standard_normal((int(sizes[k]), num_features))
-        y = np.argmax(x @ w + b, axis=1)  # softmax is monotone: argmax of the logits
-        clients.append((x.astype(np.float32), y.astype(np.int32)))
-    return clients
+  clients = []
+  for k in range(num_clients):
+    w = u[k] + rng.standard_normal((num_features, num_classes))
+    b = u[k] + rng.standard_normal(num_classes)
+    x = v[k] + x_std * rng.standard_normal((int(sizes[k]), num_features))
+    y = np.argmax(x @ w + b, axis=1)  # softmax is monotone: argmax of the logits
+    clients.append((x.astype(np.float32), y.astype(np.int32)))
+  return clients

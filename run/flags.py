@@ -5,7 +5,7 @@ Flags left unset take the task's published defaults (`tasks.TaskDefaults`).
 """
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any
 
 from absl import flags
 
@@ -19,50 +19,76 @@ CLIENT_OPTIMIZERS = ('sgd', 'sgdm')
 
 # Task and data.
 flags.DEFINE_string('task', 'fmnist', f'Task: one of {", ".join(tasks.TASKS)}.')
-flags.DEFINE_string('data_dir', None, 'Directory with the task\'s data files (default: the '
-                    'task\'s own location, e.g. the Debian package for fmnist).')
+flags.DEFINE_string(
+  'data_dir',
+  None,
+  "Directory with the task's data files (default: the "
+  "task's own location, e.g. the Debian package for fmnist).",
+)
 flags.DEFINE_float('dirichlet_alpha', 0.1, 'Dirichlet label-skew concentration (fmnist).')
 flags.DEFINE_float('synthetic_alpha', 1.0, 'LEAF Synthetic alpha (synthetic).')
 flags.DEFINE_float('synthetic_beta', 1.0, 'LEAF Synthetic beta (synthetic).')
 flags.DEFINE_integer('num_clients', None, 'Population size of generated/partitioned tasks.')
 # Server optimizer.
-flags.DEFINE_string('server_optimizer', 'sgd',
-                    f'Server optimizer: one of {", ".join(optimizers.SERVER_OPTIMIZERS)}.')
-flags.DEFINE_float('server_learning_rate', None, 'Server learning rate (default: task\'s).')
+flags.DEFINE_string(
+  'server_optimizer', 'sgd', f'Server optimizer: one of {", ".join(optimizers.SERVER_OPTIMIZERS)}.'
+)
+flags.DEFINE_float('server_learning_rate', None, "Server learning rate (default: task's).")
 flags.DEFINE_float('server_momentum', 0.9, 'Server momentum (sgdm).')
-flags.DEFINE_float('tau', None, 'Adaptivity tau (adagrad, adam, yogi); default: the task\'s '
-                   'published value for the optimizer, else 1e-3.')
-flags.DEFINE_float('server_beta_1', None, 'First-moment decay (default 0 for adagrad, 0.9 '
-                   'for adam/yogi).')
+flags.DEFINE_float(
+  'tau',
+  None,
+  "Adaptivity tau (adagrad, adam, yogi); default: the task's "
+  'published value for the optimizer, else 1e-3.',
+)
+flags.DEFINE_float(
+  'server_beta_1', None, 'First-moment decay (default 0 for adagrad, 0.9 for adam/yogi).'
+)
 flags.DEFINE_float('server_beta_2', 0.999, 'Second-moment decay (adam, yogi).')
-flags.DEFINE_float('initial_accumulator_value', None,
-                   'v_{-1} (default: 0 for published, tau^2 for algorithm2).')
-flags.DEFINE_string('adaptive_variant', optimizers.PUBLISHED,
-                    f'One of {", ".join(optimizers.VARIANTS)}: the authors\' code that produced '
-                    'the published tables, or Algorithm 2 as printed.')
-flags.DEFINE_string('server_lr_schedule', 'constant',
-                    f'Server lr schedule: one of {", ".join(schedules.SCHEDULES)}.')
+flags.DEFINE_float(
+  'initial_accumulator_value', None, 'v_{-1} (default: 0 for published, tau^2 for algorithm2).'
+)
+flags.DEFINE_string(
+  'adaptive_variant',
+  optimizers.PUBLISHED,
+  f"One of {', '.join(optimizers.VARIANTS)}: the authors' code that produced "
+  'the published tables, or Algorithm 2 as printed.',
+)
+flags.DEFINE_string(
+  'server_lr_schedule', 'constant', f'Server lr schedule: one of {", ".join(schedules.SCHEDULES)}.'
+)
 # Client optimizer.
 flags.DEFINE_string('client_optimizer', 'sgd', f'One of {", ".join(CLIENT_OPTIMIZERS)}.')
-flags.DEFINE_float('client_learning_rate', None, 'Client learning rate (default: task\'s).')
+flags.DEFINE_float('client_learning_rate', None, "Client learning rate (default: task's).")
 flags.DEFINE_float('client_momentum', 0.9, 'Client momentum (sgdm).')
-flags.DEFINE_string('client_lr_schedule', 'constant',
-                    f'Client lr schedule: one of {", ".join(schedules.SCHEDULES)}.')
+flags.DEFINE_string(
+  'client_lr_schedule', 'constant', f'Client lr schedule: one of {", ".join(schedules.SCHEDULES)}.'
+)
 flags.DEFINE_integer('client_epochs_per_round', 1, 'Local epochs E.')
-flags.DEFINE_integer('client_batch_size', None, 'Local batch size B (default: task\'s).')
+flags.DEFINE_integer('client_batch_size', None, "Local batch size B (default: task's).")
 # Loop.
-flags.DEFINE_integer('clients_per_round', None, 'Clients per round (default: task\'s).')
-flags.DEFINE_integer('total_rounds', None, 'Rounds to train (default: task\'s).')
+flags.DEFINE_integer('clients_per_round', None, "Clients per round (default: task's).")
+flags.DEFINE_integer('total_rounds', None, "Rounds to train (default: task's).")
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 50, 'Checkpoint every this many rounds.')
 flags.DEFINE_string('root_output_dir', 'results', 'Root of all experiment directories.')
-flags.DEFINE_string('experiment_name', None,
-                    'Experiment directory name (default: <task>_<server_optimizer>_seed<seed>).')
-flags.DEFINE_string('client_sampler', 'tff',
-                    'Client sampling: tff (TFF\'s sampler, the published client order, '
-                    'O(population) per round) or fast (O(clients_per_round), another order).')
-flags.DEFINE_integer('seed', 1, 'Seed of client sampling, shuffling, partitioning and init '
-                     '(the published runs sampled clients with seed 1).')
+flags.DEFINE_string(
+  'experiment_name',
+  None,
+  'Experiment directory name (default: <task>_<server_optimizer>_seed<seed>).',
+)
+flags.DEFINE_string(
+  'client_sampler',
+  'tff',
+  "Client sampling: tff (TFF's sampler, the published client order, "
+  'O(population) per round) or fast (O(clients_per_round), another order).',
+)
+flags.DEFINE_integer(
+  'seed',
+  1,
+  'Seed of client sampling, shuffling, partitioning and init '
+  '(the published runs sampled clients with seed 1).',
+)
 
 FLAGS = flags.FLAGS
 
@@ -70,6 +96,7 @@ FLAGS = flags.FLAGS
 @dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
   """Everything that determines a run's trajectory (stored as hparams.json)."""
+
   task: tasks.TaskConfig
   server: optimizers.ServerOptimizerConfig
   server_lr_schedule: schedules.ScheduleConfig
@@ -109,10 +136,19 @@ def experiment_config_from_flags() -> ExperimentConfig:
   _choice('server_lr_schedule', FLAGS.server_lr_schedule, schedules.SCHEDULES)
   _choice('client_lr_schedule', FLAGS.client_lr_schedule, schedules.SCHEDULES)
   _choice('client_sampler', FLAGS.client_sampler, sampling.SAMPLING_METHODS)
-  for name in ('server_learning_rate', 'client_learning_rate', 'tau', 'client_batch_size',
-               'clients_per_round', 'total_rounds', 'rounds_per_eval',
-               'rounds_per_checkpoint', 'client_epochs_per_round', 'dirichlet_alpha',
-               'num_clients'):
+  for name in (
+    'server_learning_rate',
+    'client_learning_rate',
+    'tau',
+    'client_batch_size',
+    'clients_per_round',
+    'total_rounds',
+    'rounds_per_eval',
+    'rounds_per_checkpoint',
+    'client_epochs_per_round',
+    'dirichlet_alpha',
+    'num_clients',
+  ):
     _positive(name, FLAGS[name].value)
   if FLAGS.seed < 0:
     raise ValueError(f'--seed must be >= 0, got {FLAGS.seed}')
@@ -121,39 +157,51 @@ def experiment_config_from_flags() -> ExperimentConfig:
   client_momentum = FLAGS.client_momentum if FLAGS.client_optimizer == 'sgdm' else 0.0
   try:
     server = optimizers.ServerOptimizerConfig(
-        name=FLAGS.server_optimizer,
-        learning_rate=_or(FLAGS.server_learning_rate,
-                          defaults.server_learning_rate[FLAGS.server_optimizer]),
-        momentum=FLAGS.server_momentum,
-        tau=_or(FLAGS.tau, defaults.tau.get(FLAGS.server_optimizer, 1e-3)), beta_1=FLAGS.server_beta_1,
-        beta_2=FLAGS.server_beta_2,
-        initial_accumulator_value=FLAGS.initial_accumulator_value,
-        variant=FLAGS.adaptive_variant)
+      name=FLAGS.server_optimizer,
+      learning_rate=_or(
+        FLAGS.server_learning_rate, defaults.server_learning_rate[FLAGS.server_optimizer]
+      ),
+      momentum=FLAGS.server_momentum,
+      tau=_or(FLAGS.tau, defaults.tau.get(FLAGS.server_optimizer, 1e-3)),
+      beta_1=FLAGS.server_beta_1,
+      beta_2=FLAGS.server_beta_2,
+      initial_accumulator_value=FLAGS.initial_accumulator_value,
+      variant=FLAGS.adaptive_variant,
+    )
     optimizers.build_server_optimizer(server)  # validates the hyperparameters
     client = client_work.ClientTrainingConfig(
-        learning_rate=_or(FLAGS.client_learning_rate, defaults.client_learning_rates.get(
-            FLAGS.server_optimizer, defaults.client_learning_rate)),
-        momentum=client_momentum, epochs=FLAGS.client_epochs_per_round,
-        batch_size=_or(FLAGS.client_batch_size, defaults.client_batch_size),
-        lr_schedule=schedules.ScheduleConfig(FLAGS.client_lr_schedule,
-                                             total_rounds=total_rounds))
+      learning_rate=_or(
+        FLAGS.client_learning_rate,
+        defaults.client_learning_rates.get(FLAGS.server_optimizer, defaults.client_learning_rate),
+      ),
+      momentum=client_momentum,
+      epochs=FLAGS.client_epochs_per_round,
+      batch_size=_or(FLAGS.client_batch_size, defaults.client_batch_size),
+      lr_schedule=schedules.ScheduleConfig(FLAGS.client_lr_schedule, total_rounds=total_rounds),
+    )
   except ValueError as e:
     raise ValueError(f'{e} (check the matching flag)') from None
   return ExperimentConfig(
-      task=tasks.TaskConfig(
-          name=FLAGS.task, data_dir=FLAGS.data_dir, seed=FLAGS.seed,
-          dirichlet_alpha=FLAGS.dirichlet_alpha, synthetic_alpha=FLAGS.synthetic_alpha,
-          synthetic_beta=FLAGS.synthetic_beta, num_clients=FLAGS.num_clients),
-      server=server,
-      server_lr_schedule=schedules.ScheduleConfig(FLAGS.server_lr_schedule,
-                                                  total_rounds=total_rounds),
-      client=client,
-      clients_per_round=_or(FLAGS.clients_per_round, defaults.clients_per_round),
-      total_rounds=total_rounds,
+    task=tasks.TaskConfig(
+      name=FLAGS.task,
+      data_dir=FLAGS.data_dir,
       seed=FLAGS.seed,
-      client_sampler=FLAGS.client_sampler)
+      dirichlet_alpha=FLAGS.dirichlet_alpha,
+      synthetic_alpha=FLAGS.synthetic_alpha,
+      synthetic_beta=FLAGS.synthetic_beta,
+      num_clients=FLAGS.num_clients,
+    ),
+    server=server,
+    server_lr_schedule=schedules.ScheduleConfig(
+      FLAGS.server_lr_schedule, total_rounds=total_rounds
+    ),
+    client=client,
+    clients_per_round=_or(FLAGS.clients_per_round, defaults.clients_per_round),
+    total_rounds=total_rounds,
+    seed=FLAGS.seed,
+    client_sampler=FLAGS.client_sampler,
+  )
 
 
 def experiment_name(config: ExperimentConfig) -> str:
-  return FLAGS.experiment_name or (
-      f'{config.task.name}_{config.server.name}_seed{config.seed}')
+  return FLAGS.experiment_name or (f'{config.task.name}_{config.server.name}_seed{config.seed}')

@@ -12,8 +12,13 @@ import sys
 
 import pandas as pd
 
-SHOWN = ('eval_loss', 'eval_accuracy', 'eval_client_accuracy_mean', 'eval_client_accuracy_std',
-         'eval_client_accuracy_worst30')
+SHOWN = (
+  'eval_loss',
+  'eval_accuracy',
+  'eval_client_accuracy_mean',
+  'eval_client_accuracy_std',
+  'eval_client_accuracy_worst30',
+)
 
 
 def summarize(root: str, last: int = 5) -> pd.DataFrame:
@@ -26,9 +31,12 @@ def summarize(root: str, last: int = 5) -> pd.DataFrame:
     if frame.empty:
       continue
     evals = frame.dropna(subset=['eval_loss']) if 'eval_loss' in frame else frame.iloc[:0]
-    row = {'experiment': name, 'rounds': int(frame['round_num'].max()),
-           'train_loss': frame['train_loss'].iloc[-1],
-           's/round': frame['seconds_per_round'].median()}
+    row = {
+      'experiment': name,
+      'rounds': int(frame['round_num'].max()),
+      'train_loss': frame['train_loss'].iloc[-1],
+      's/round': frame['seconds_per_round'].median(),
+    }
     for column in SHOWN:
       if column in evals and not evals.empty:
         row[column] = evals[column].iloc[-1]
@@ -47,8 +55,9 @@ def main(argv: list[str]) -> int:
   if table.empty:
     print(f'summarize: no metrics.csv under {args[0]}', file=sys.stderr)
     return 1
-  with pd.option_context('display.width', 200, 'display.max_columns', 20,
-                         'display.float_format', '{:.4f}'.format):
+  with pd.option_context(
+    'display.width', 200, 'display.max_columns', 20, 'display.float_format', '{:.4f}'.format
+  ):
     print(table.to_string(index=False))
   return 0
 

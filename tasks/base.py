@@ -7,9 +7,12 @@ O(clients per round).
 """
 
 import collections
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 import dataclasses
-from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -32,12 +35,14 @@ class TaskDefaults:
   tau optionally maps an adaptive server optimizer name to its published tau (Table 9);
   optimizers absent use the --tau flag's default.
   """
+
   clients_per_round: int = 10
   client_batch_size: int = 20
   total_rounds: int = 100
   client_learning_rate: float = 0.1
   server_learning_rate: Mapping[str, float] = dataclasses.field(
-      default_factory=_default_server_learning_rates)
+    default_factory=_default_server_learning_rates
+  )
   client_learning_rates: Mapping[str, float] = dataclasses.field(default_factory=dict)
   tau: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
@@ -55,14 +60,15 @@ class TaskConfig:
     num_clients: population size for generated/partitioned tasks (None: task default).
     examples_per_client: examples per client for partitioned tasks (None: task default).
   """
+
   name: str
-  data_dir: Optional[str] = None
+  data_dir: str | None = None
   seed: int = 0
   dirichlet_alpha: float = 0.1
   synthetic_alpha: float = 1.0
   synthetic_beta: float = 1.0
-  num_clients: Optional[int] = None
-  examples_per_client: Optional[int] = None
+  num_clients: int | None = None
+  examples_per_client: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,18 +94,19 @@ class Task:
       ClientArrays), for one evaluation after the last round (Reddi et al. Table 10); set when
       the test split is too large for memory. None: `central_test` is the full test split.
   """
+
   name: str
   train_clients: Mapping[str, ClientArrays]
   central_test: ClientArrays
-  keras_model_fn: Callable[[Optional[int]], tf.keras.Model]
+  keras_model_fn: Callable[[int | None], tf.keras.Model]
   loss_fn: Callable[[], tf.keras.losses.Loss]
   metrics_fn: Callable[[], list[tf.keras.metrics.Metric]]
   defaults: TaskDefaults
-  client_test: Optional[Mapping[str, ClientArrays]] = None
+  client_test: Mapping[str, ClientArrays] | None = None
   description: str = ''
-  validation_sample: Optional[Callable[[int], ClientArrays]] = None
-  eval_sample_size: Optional[int] = None
-  final_test: Optional[Callable[[], Iterator[ClientArrays]]] = None
+  validation_sample: Callable[[int], ClientArrays] | None = None
+  eval_sample_size: int | None = None
+  final_test: Callable[[], Iterator[ClientArrays]] | None = None
 
   @property
   def client_ids(self) -> Sequence[str]:
@@ -109,24 +116,28 @@ class Task:
   def input_spec(self) -> collections.OrderedDict:
     """Batch spec (leading None) of the model's input, from the central test arrays."""
     return collections.OrderedDict(
-        (k, tf.TensorSpec((None,) + v.shape[1:], tf.as_dtype(v.dtype)))
-        for k, v in self.central_test.items())
+      (k, tf.TensorSpec((None,) + v.shape[1:], tf.as_dtype(v.dtype)))
+      for k, v in self.central_test.items()
+    )
 
-  def model_fn(self, seed: Optional[int] = None) -> tff.learning.models.VariableModel:
+  def model_fn(self, seed: int | None = None) -> tff.learning.models.VariableModel:
     """A `tff.learning.models.VariableModel` wrapping a fresh Keras model."""
     return tff.learning.models.from_keras_model(
-        self.keras_model_fn(seed), loss=self.loss_fn(), input_spec=self.input_spec,
-        metrics=self.metrics_fn())
+      self.keras_model_fn(seed),
+      loss=self.loss_fn(),
+      input_spec=self.input_spec,
+      metrics=self.metrics_fn(),
+    )
 
 
-def arrays_from_indices(features: Mapping[str, np.ndarray],
-                        indices: np.ndarray) -> ClientArrays:
+def arrays_from_indices(features: Mapping[str, np.ndarray], indices: np.ndarray) -> ClientArrays:
   """The examples at `indices` of each feature array, as a new OrderedDict."""
   return collections.OrderedDict((k, v[indices]) for k, v in features.items())
 
 
-def concat_clients(clients: Mapping[str, Mapping[str, np.ndarray]],
-                   client_ids: Optional[Iterable[str]] = None) -> ClientArrays:
+def concat_clients(
+  clients: Mapping[str, Mapping[str, np.ndarray]], client_ids: Iterable[str] | None = None
+) -> ClientArrays:
   """All examples of `clients` (or of `client_ids`, in that order) pooled into one ClientArrays.
 
   Raises:
@@ -136,8 +147,8 @@ def concat_clients(clients: Mapping[str, Mapping[str, np.ndarray]],
 
 
 def pool_clients(
-    clients: Mapping[str, Mapping[str, np.ndarray]],
-    client_ids: Optional[Iterable[str]] = None,
+  clients: Mapping[str, Mapping[str, np.ndarray]],
+  client_ids: Iterable[str] | None = None,
 ) -> tuple[ClientArrays, dict[str, ClientArrays]]:
   """Reads every client once: (pooled arrays, client id -> views into the pooled arrays).
 
@@ -151,9 +162,10 @@ def pool_clients(
   parts = [clients[cid] for cid in ids]
   if not parts:
     raise ValueError('pool_clients needs at least one client')
-  pooled = collections.OrderedDict(
-      (k, np.concatenate([p[k] for p in parts])) for k in parts[0])
+  pooled = collections.OrderedDict((k, np.concatenate([p[k] for p in parts])) for k in parts[0])
   starts = np.cumsum([0] + [len(next(iter(p.values()))) for p in parts])
-  views = {cid: collections.OrderedDict((k, v[a:b]) for k, v in pooled.items())
-           for cid, a, b in zip(ids, starts[:-1], starts[1:])}
+  views = {
+    cid: collections.OrderedDict((k, v[a:b]) for k, v in pooled.items())
+    for cid, a, b in zip(ids, starts[:-1], starts[1:])
+  }
   return pooled, views

@@ -45,8 +45,9 @@ CIFAR100_DEFAULTS = published.task_defaults('cifar100')
 
 
 def _arrays(images: np.ndarray, labels: np.ndarray) -> base.ClientArrays:
-  return collections.OrderedDict(x=np.asarray(images, np.uint8),
-                                 y=np.asarray(labels).astype(np.int32))
+  return collections.OrderedDict(
+    x=np.asarray(images, np.uint8), y=np.asarray(labels).astype(np.int32)
+  )
 
 
 def cifar100_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
@@ -54,14 +55,26 @@ def cifar100_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
   return _arrays(raw['image'], raw['label'])
 
 
-def _task(name: str, train, central_test, client_test, num_classes: int,
-          defaults: base.TaskDefaults, description: str) -> base.Task:
+def _task(
+  name: str,
+  train,
+  central_test,
+  client_test,
+  num_classes: int,
+  defaults: base.TaskDefaults,
+  description: str,
+) -> base.Task:
   return base.Task(
-      name=name, train_clients=train, central_test=central_test, client_test=client_test,
-      keras_model_fn=lambda seed=None: reddi_models.build_resnet18_gn(num_classes, seed=seed),
-      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-      metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
-      defaults=defaults, description=description)
+    name=name,
+    train_clients=train,
+    central_test=central_test,
+    client_test=client_test,
+    keras_model_fn=lambda seed=None: reddi_models.build_resnet18_gn(num_classes, seed=seed),
+    loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
+    defaults=defaults,
+    description=description,
+  )
 
 
 def build_cifar100_task(config: base.TaskConfig) -> base.Task:
@@ -69,21 +82,38 @@ def build_cifar100_task(config: base.TaskConfig) -> base.Task:
   splits = datasets.load_federated('cifar100', config.data_dir or DEFAULT_TFF_DATA_DIR)
   train = datasets.MappedClients(splits.train, cifar100_arrays)
   central_test, client_test = base.pool_clients(
-      datasets.MappedClients(splits.test, cifar100_arrays))
-  return _task('cifar100', train, central_test, client_test, 100, CIFAR100_DEFAULTS,
-               f'CIFAR-100 (Reddi et al. 2021), {len(train)} Pachinko clients, ResNet-18 '
-               f'GroupNorm(2), {splits.path}')
+    datasets.MappedClients(splits.test, cifar100_arrays)
+  )
+  return _task(
+    'cifar100',
+    train,
+    central_test,
+    client_test,
+    100,
+    CIFAR100_DEFAULTS,
+    f'CIFAR-100 (Reddi et al. 2021), {len(train)} Pachinko clients, ResNet-18 '
+    f'GroupNorm(2), {splits.path}',
+  )
 
 
 def build_cifar10_task(config: base.TaskConfig) -> base.Task:
   """CIFAR-10 with Dirichlet(alpha) labels over 500 x 100 images, ResNet-18 with GroupNorm(2)."""
   fed = datasets.federated_cifar10(
-      config.data_dir or DEFAULT_TFDS_DATA_DIR, num_clients=config.num_clients or CIFAR10_CLIENTS,
-      examples_per_client=config.examples_per_client or CIFAR10_EXAMPLES_PER_CLIENT,
-      alpha=config.dirichlet_alpha, seed=config.seed)
+    config.data_dir or DEFAULT_TFDS_DATA_DIR,
+    num_clients=config.num_clients or CIFAR10_CLIENTS,
+    examples_per_client=config.examples_per_client or CIFAR10_EXAMPLES_PER_CLIENT,
+    alpha=config.dirichlet_alpha,
+    seed=config.seed,
+  )
   train = {f'c{k:04d}': _arrays(*fed.client(k)) for k in range(fed.num_clients)}
-  return _task('cifar10', train, _arrays(fed.data.x_test, fed.data.y_test), None, 10,
-               CIFAR10_DEFAULTS,
-               f'CIFAR-10 (Reddi et al. 2021), {fed.num_clients} x '
-               f'{len(fed.client_indices[0])} images, Dirichlet(alpha={config.dirichlet_alpha})'
-               ' labels, ResNet-18 GroupNorm(2)')
+  return _task(
+    'cifar10',
+    train,
+    _arrays(fed.data.x_test, fed.data.y_test),
+    None,
+    10,
+    CIFAR10_DEFAULTS,
+    f'CIFAR-10 (Reddi et al. 2021), {fed.num_clients} x '
+    f'{len(fed.client_indices[0])} images, Dirichlet(alpha={config.dirichlet_alpha})'
+    ' labels, ResNet-18 GroupNorm(2)',
+  )

@@ -42,8 +42,9 @@ AE_DEFAULTS = published.task_defaults('emnist_ae')
 
 def cr_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
   """TFF EMNIST features -> x float32 [n, 28, 28, 1] (as stored), y int32 [n]."""
-  return collections.OrderedDict(x=raw['pixels'].astype(np.float32)[..., None],
-                                 y=raw['label'].astype(np.int32))
+  return collections.OrderedDict(
+    x=raw['pixels'].astype(np.float32)[..., None], y=raw['label'].astype(np.int32)
+  )
 
 
 def ae_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
@@ -52,42 +53,58 @@ def ae_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
   return collections.OrderedDict(x=x, y=x.copy())
 
 
-def _build(config: base.TaskConfig, name: str, to_arrays, keras_model_fn, loss_fn, metrics_fn,
-           defaults: base.TaskDefaults, what: str) -> base.Task:
+def _build(
+  config: base.TaskConfig,
+  name: str,
+  to_arrays,
+  keras_model_fn,
+  loss_fn,
+  metrics_fn,
+  defaults: base.TaskDefaults,
+  what: str,
+) -> base.Task:
   data_dir = config.data_dir or DEFAULT_DATA_DIR
   splits = datasets.load_federated('emnist', data_dir)
   train = datasets.MappedClients(splits.train, to_arrays)
-  central_test, client_test = base.pool_clients(
-      datasets.MappedClients(splits.test, to_arrays))
+  central_test, client_test = base.pool_clients(datasets.MappedClients(splits.test, to_arrays))
   return base.Task(
-      name=name,
-      train_clients=train,
-      central_test=central_test,
-      client_test=client_test,
-      keras_model_fn=keras_model_fn,
-      loss_fn=loss_fn,
-      metrics_fn=metrics_fn,
-      defaults=defaults,
-      description=(f'EMNIST-62 {what} (Reddi et al. 2021), {len(train)} train writers, '
-                   f'{splits.path}'))
+    name=name,
+    train_clients=train,
+    central_test=central_test,
+    client_test=client_test,
+    keras_model_fn=keras_model_fn,
+    loss_fn=loss_fn,
+    metrics_fn=metrics_fn,
+    defaults=defaults,
+    description=(
+      f'EMNIST-62 {what} (Reddi et al. 2021), {len(train)} train writers, {splits.path}'
+    ),
+  )
 
 
 def build_emnist_cr_task(config: base.TaskConfig) -> base.Task:
   """EMNIST-62 character recognition with the CNN of Reddi et al. Table 4."""
   return _build(
-      config, 'emnist_cr', cr_arrays,
-      keras_model_fn=lambda seed=None: models.build_emnist_cr_cnn(seed=seed),
-      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-      metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
-      defaults=CR_DEFAULTS, what='character recognition, CNN (Table 4)')
+    config,
+    'emnist_cr',
+    cr_arrays,
+    keras_model_fn=lambda seed=None: models.build_emnist_cr_cnn(seed=seed),
+    loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
+    defaults=CR_DEFAULTS,
+    what='character recognition, CNN (Table 4)',
+  )
 
 
 def build_emnist_ae_task(config: base.TaskConfig) -> base.Task:
   """EMNIST-62 autoencoding with the network of Reddi et al. Table 3, SUM-reduced MSE."""
   return _build(
-      config, 'emnist_ae', ae_arrays,
-      keras_model_fn=lambda seed=None: reddi_models.build_emnist_autoencoder(seed=seed),
-      loss_fn=lambda: tf.keras.losses.MeanSquaredError(
-          reduction=tf.keras.losses.Reduction.SUM),
-      metrics_fn=lambda: [tf.keras.metrics.MeanSquaredError(name='mse')],
-      defaults=AE_DEFAULTS, what='autoencoder (Table 3), sum-reduced MSE')
+    config,
+    'emnist_ae',
+    ae_arrays,
+    keras_model_fn=lambda seed=None: reddi_models.build_emnist_autoencoder(seed=seed),
+    loss_fn=lambda: tf.keras.losses.MeanSquaredError(reduction=tf.keras.losses.Reduction.SUM),
+    metrics_fn=lambda: [tf.keras.metrics.MeanSquaredError(name='mse')],
+    defaults=AE_DEFAULTS,
+    what='autoencoder (Table 3), sum-reduced MSE',
+  )

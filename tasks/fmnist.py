@@ -24,10 +24,13 @@ LOCAL_TEST_FRACTION = 0.2
 
 def _to_model_input(images: np.ndarray, labels: np.ndarray) -> base.ClientArrays:
   return collections.OrderedDict(
-      x=(images.astype(np.float32) / 255.0)[..., None], y=labels.astype(np.int32))
+    x=(images.astype(np.float32) / 255.0)[..., None], y=labels.astype(np.int32)
+  )
 
-DEFAULTS = base.TaskDefaults(clients_per_round=10, client_batch_size=64, total_rounds=1000,
-          client_learning_rate=0.05)
+
+DEFAULTS = base.TaskDefaults(
+  clients_per_round=10, client_batch_size=64, total_rounds=1000, client_learning_rate=0.05
+)
 
 
 def build_fmnist_task(config: base.TaskConfig) -> base.Task:
@@ -35,8 +38,8 @@ def build_fmnist_task(config: base.TaskConfig) -> base.Task:
   data = datasets.load_fashion_mnist(config.data_dir)
   num_clients = config.num_clients or NUM_CLIENTS
   parts = datasets.dirichlet_label_partition(
-      data.y_train, num_clients, EXAMPLES_PER_CLIENT, config.dirichlet_alpha,
-      seed=config.seed)
+    data.y_train, num_clients, EXAMPLES_PER_CLIENT, config.dirichlet_alpha, seed=config.seed
+  )
   train, local_test = {}, {}
   for k, idx in enumerate(parts):
     tr, te = datasets.split_train_test(len(idx), LOCAL_TEST_FRACTION, seed=config.seed + k)
@@ -44,13 +47,16 @@ def build_fmnist_task(config: base.TaskConfig) -> base.Task:
     train[client_id] = _to_model_input(data.x_train[idx[tr]], data.y_train[idx[tr]])
     local_test[client_id] = _to_model_input(data.x_train[idx[te]], data.y_train[idx[te]])
   return base.Task(
-      name='fmnist',
-      train_clients=train,
-      client_test=local_test,
-      central_test=_to_model_input(data.x_test, data.y_test),
-      keras_model_fn=lambda seed=None: models.build_fmnist_cnn(10, seed=seed),
-      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-      metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
-      defaults=DEFAULTS,
-      description=(f'Fashion-MNIST, {num_clients} clients x {EXAMPLES_PER_CLIENT} examples, '
-                   f'Dirichlet(alpha={config.dirichlet_alpha}) labels, CNN (Kim et al. 2024)'))
+    name='fmnist',
+    train_clients=train,
+    client_test=local_test,
+    central_test=_to_model_input(data.x_test, data.y_test),
+    keras_model_fn=lambda seed=None: models.build_fmnist_cnn(10, seed=seed),
+    loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
+    defaults=DEFAULTS,
+    description=(
+      f'Fashion-MNIST, {num_clients} clients x {EXAMPLES_PER_CLIENT} examples, '
+      f'Dirichlet(alpha={config.dirichlet_alpha}) labels, CNN (Kim et al. 2024)'
+    ),
+  )

@@ -31,310 +31,373 @@ Initialisers are the authors' (seeded per layer with ``seed + offset`` when ``se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
 
 import tensorflow as tf
 
 from tff_adaptive import stateless_dropout
 
 __all__ = [
-    "CifarPreprocessing",
-    "DropMask",
-    "build_emnist_autoencoder",
-    "build_resnet18_gn",
-    "build_shakespeare_lstm",
-    "build_so_lr",
-    "build_so_nwp_lstm",
+  'CifarPreprocessing',
+  'DropMask',
+  'build_emnist_autoencoder',
+  'build_resnet18_gn',
+  'build_shakespeare_lstm',
+  'build_so_lr',
+  'build_so_nwp_lstm',
 ]
 
 layers = tf.keras.layers
 
 
 def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name}={value!r} is invalid; expected an integer >= {low}")
-    return value
+  if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    raise ValueError(f'{name}={value!r} is invalid; expected an integer >= {low}')
+  return value
 
 
-def _init(cls, seed: Optional[int], offset: int, **kwargs):
-    """A fresh initializer of class `cls`, seeded with seed + offset (unseeded if seed is None)."""
-    return cls(seed=None if seed is None else seed + offset, **kwargs)
+def _init(cls, seed: int | None, offset: int, **kwargs):
+  """A fresh initializer of class `cls`, seeded with seed + offset (unseeded if seed is None)."""
+  return cls(seed=None if seed is None else seed + offset, **kwargs)
 
 
 class DropMask(layers.Layer):
-    """Identity that removes the Keras mask, so losses and metrics see every position."""
+  """Identity that removes the Keras mask, so losses and metrics see every position."""
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self.supports_masking = True
 
-    def call(self, inputs):
-        # A new tensor: returning `inputs` itself would keep the mask Keras attached to it.
-        return tf.identity(inputs)
+  def call(self, inputs):
+    # A new tensor: returning `inputs` itself would keep the mask Keras attached to it.
+    return tf.identity(inputs)
 
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-
-def build_emnist_autoencoder(seed: Optional[int] = None,
-                             code_activation: str = "linear") -> tf.keras.Model:
-    """The EMNIST autoencoder of Reddi et al. 2021, Table 3 (Zaheer et al. 2018's "MNIST" AE).
-
-    Dense layers 1000, 500, 250, 30, 250, 500, 1000, 784, each sigmoid except the 30-unit code
-    layer (``code_activation``; linear in the authors' code). Glorot-normal kernels, zero biases.
-    Parameters: 785,000 + 500,500 + 125,250 + 7,530 + 7,750 + 125,500 + 501,000 + 784,784
-    = 2,837,314.
-
-    Args:
-        seed: optional initialiser seed.
-        code_activation: activation of the 30-unit layer, 'linear' or 'sigmoid'.
-
-    Returns:
-        An uncompiled model mapping float32 [B, 784] to reconstructions in (0, 1), [B, 784].
-    """
-    if code_activation not in ("linear", "sigmoid"):
-        raise ValueError(f"code_activation={code_activation!r} is invalid; expected 'linear' or "
-                         "'sigmoid'")
-    widths = (1000, 500, 250, 30, 250, 500, 1000, 784)
-    model_layers = [tf.keras.Input(shape=(784,), dtype=tf.float32)]
-    for k, width in enumerate(widths):
-        model_layers.append(layers.Dense(
-            width, activation=code_activation if width == 30 else "sigmoid",
-            kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, k),
-            name=f"dense{k + 1}"))
-    return tf.keras.Sequential(model_layers, name="emnist_autoencoder")
+  def compute_mask(self, inputs, mask=None):
+    return None
 
 
-def _lstm(units: int, seed: Optional[int], offset: int, name: str) -> layers.LSTM:
-    return layers.LSTM(
-        units, return_sequences=True, name=name,
-        kernel_initializer=_init(tf.keras.initializers.HeNormal, seed, offset),
-        recurrent_initializer=_init(tf.keras.initializers.Orthogonal, seed, offset + 1))
+def build_emnist_autoencoder(
+  seed: int | None = None, code_activation: str = 'linear'
+) -> tf.keras.Model:
+  """The EMNIST autoencoder of Reddi et al. 2021, Table 3 (Zaheer et al. 2018's "MNIST" AE).
+
+  Dense layers 1000, 500, 250, 30, 250, 500, 1000, 784, each sigmoid except the 30-unit code
+  layer (``code_activation``; linear in the authors' code). Glorot-normal kernels, zero biases.
+  Parameters: 785,000 + 500,500 + 125,250 + 7,530 + 7,750 + 125,500 + 501,000 + 784,784
+  = 2,837,314.
+
+  Args:
+      seed: optional initialiser seed.
+      code_activation: activation of the 30-unit layer, 'linear' or 'sigmoid'.
+
+  Returns:
+      An uncompiled model mapping float32 [B, 784] to reconstructions in (0, 1), [B, 784].
+  """
+  if code_activation not in ('linear', 'sigmoid'):
+    raise ValueError(
+      f"code_activation={code_activation!r} is invalid; expected 'linear' or 'sigmoid'"
+    )
+  widths = (1000, 500, 250, 30, 250, 500, 1000, 784)
+  model_layers = [tf.keras.Input(shape=(784,), dtype=tf.float32)]
+  for k, width in enumerate(widths):
+    model_layers.append(
+      layers.Dense(
+        width,
+        activation=code_activation if width == 30 else 'sigmoid',
+        kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, k),
+        name=f'dense{k + 1}',
+      )
+    )
+  return tf.keras.Sequential(model_layers, name='emnist_autoencoder')
 
 
-def build_shakespeare_lstm(seed: Optional[int] = None, vocab_size: int = 90,
-                           sequence_length: int = 80) -> tf.keras.Model:
-    """The Shakespeare character model of Reddi et al. 2021, Table 5 (McMahan et al. 2017).
-
-    Embedding (vocab_size x 8) -> LSTM 256 -> LSTM 256 -> Dense vocab_size logits, per position.
-    Parameters for vocab 90 (86 characters + pad, OOV, BOS, EOS): 720 + 271,360 + 525,312
-    + 23,130 = 820,522 (an LSTM of n units on d inputs has 4n(d + n + 1)).
-
-    Args:
-        seed: optional initialiser seed.
-        vocab_size: characters including the 4 special tokens (pad = 0), >= 2.
-        sequence_length: input length, >= 1.
-
-    Returns:
-        An uncompiled model mapping int32 [B, sequence_length] token ids to logits
-        [B, sequence_length, vocab_size].
-    """
-    vocab_size = _check_int("vocab_size", vocab_size, 2)
-    sequence_length = _check_int("sequence_length", sequence_length, 1)
-    return tf.keras.Sequential([
-        tf.keras.Input(shape=(sequence_length,), dtype=tf.int32),
-        layers.Embedding(vocab_size, 8, mask_zero=True, name="embedding",
-                         embeddings_initializer=_init(tf.keras.initializers.RandomUniform,
-                                                      seed, 0)),
-        _lstm(256, seed, 1, "lstm1"),
-        _lstm(256, seed, 3, "lstm2"),
-        layers.Dense(vocab_size, name="logits",
-                     kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, 5)),
-        DropMask(name="drop_mask"),
-    ], name="shakespeare_lstm")
+def _lstm(units: int, seed: int | None, offset: int, name: str) -> layers.LSTM:
+  return layers.LSTM(
+    units,
+    return_sequences=True,
+    name=name,
+    kernel_initializer=_init(tf.keras.initializers.HeNormal, seed, offset),
+    recurrent_initializer=_init(tf.keras.initializers.Orthogonal, seed, offset + 1),
+  )
 
 
-def build_so_nwp_lstm(seed: Optional[int] = None, vocab_size: int = 10004,
-                      sequence_length: int = 20) -> tf.keras.Model:
-    """The Stack Overflow next-word model of Reddi et al. 2021, Table 6.
+def build_shakespeare_lstm(
+  seed: int | None = None, vocab_size: int = 90, sequence_length: int = 80
+) -> tf.keras.Model:
+  """The Shakespeare character model of Reddi et al. 2021, Table 5 (McMahan et al. 2017).
 
-    Embedding (vocab_size x 96) -> LSTM 670 -> Dense 96 (linear projection) -> Dense
-    vocab_size logits, per position. Parameters for 10,000 words + pad, OOV, BOS, EOS:
-    960,384 + 2,055,560 + 64,416 + 970,388 = 4,050,748.
+  Embedding (vocab_size x 8) -> LSTM 256 -> LSTM 256 -> Dense vocab_size logits, per position.
+  Parameters for vocab 90 (86 characters + pad, OOV, BOS, EOS): 720 + 271,360 + 525,312
+  + 23,130 = 820,522 (an LSTM of n units on d inputs has 4n(d + n + 1)).
 
-    Args:
-        seed: optional initialiser seed.
-        vocab_size: words including the 4 special tokens (pad = 0), >= 2.
-        sequence_length: input length, >= 1.
+  Args:
+      seed: optional initialiser seed.
+      vocab_size: characters including the 4 special tokens (pad = 0), >= 2.
+      sequence_length: input length, >= 1.
 
-    Returns:
-        An uncompiled model mapping int32 [B, sequence_length] to logits
-        [B, sequence_length, vocab_size].
-    """
-    vocab_size = _check_int("vocab_size", vocab_size, 2)
-    sequence_length = _check_int("sequence_length", sequence_length, 1)
-    return tf.keras.Sequential([
-        tf.keras.Input(shape=(sequence_length,), dtype=tf.int32),
-        layers.Embedding(vocab_size, 96, mask_zero=True, name="embedding",
-                         embeddings_initializer=_init(tf.keras.initializers.RandomUniform,
-                                                      seed, 0)),
-        _lstm(670, seed, 1, "lstm"),
-        layers.Dense(96, name="projection",
-                     kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, 3)),
-        layers.Dense(vocab_size, name="logits",
-                     kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, 4)),
-        DropMask(name="drop_mask"),
-    ], name="so_nwp_lstm")
+  Returns:
+      An uncompiled model mapping int32 [B, sequence_length] token ids to logits
+      [B, sequence_length, vocab_size].
+  """
+  vocab_size = _check_int('vocab_size', vocab_size, 2)
+  sequence_length = _check_int('sequence_length', sequence_length, 1)
+  return tf.keras.Sequential(
+    [
+      tf.keras.Input(shape=(sequence_length,), dtype=tf.int32),
+      layers.Embedding(
+        vocab_size,
+        8,
+        mask_zero=True,
+        name='embedding',
+        embeddings_initializer=_init(tf.keras.initializers.RandomUniform, seed, 0),
+      ),
+      _lstm(256, seed, 1, 'lstm1'),
+      _lstm(256, seed, 3, 'lstm2'),
+      layers.Dense(
+        vocab_size,
+        name='logits',
+        kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, 5),
+      ),
+      DropMask(name='drop_mask'),
+    ],
+    name='shakespeare_lstm',
+  )
 
 
-def build_so_lr(seed: Optional[int] = None, num_words: int = 10000,
-                num_tags: int = 500) -> tf.keras.Model:
-    """Stack Overflow tag prediction: one-vs-rest logistic regression (Reddi et al. 2021, C.4).
+def build_so_nwp_lstm(
+  seed: int | None = None, vocab_size: int = 10004, sequence_length: int = 20
+) -> tf.keras.Model:
+  """The Stack Overflow next-word model of Reddi et al. 2021, Table 6.
 
-    One Dense layer: tag logits W^T x + b, x the normalised bag of words. Parameters:
-    10,000 x 500 + 500 = 5,000,500. Glorot-normal kernel, zero bias.
+  Embedding (vocab_size x 96) -> LSTM 670 -> Dense 96 (linear projection) -> Dense
+  vocab_size logits, per position. Parameters for 10,000 words + pad, OOV, BOS, EOS:
+  960,384 + 2,055,560 + 64,416 + 970,388 = 4,050,748.
 
-    Args:
-        seed: optional initialiser seed.
-        num_words: bag-of-words dimension, >= 1.
-        num_tags: number of tags (independent binary outputs), >= 1.
+  Args:
+      seed: optional initialiser seed.
+      vocab_size: words including the 4 special tokens (pad = 0), >= 2.
+      sequence_length: input length, >= 1.
 
-    Returns:
-        An uncompiled model mapping float32 [B, num_words] to logits [B, num_tags].
-    """
-    num_words = _check_int("num_words", num_words, 1)
-    num_tags = _check_int("num_tags", num_tags, 1)
-    return tf.keras.Sequential([
-        tf.keras.Input(shape=(num_words,), dtype=tf.float32),
-        layers.Dense(num_tags, name="logits",
-                     kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, 0)),
-    ], name="so_lr")
+  Returns:
+      An uncompiled model mapping int32 [B, sequence_length] to logits
+      [B, sequence_length, vocab_size].
+  """
+  vocab_size = _check_int('vocab_size', vocab_size, 2)
+  sequence_length = _check_int('sequence_length', sequence_length, 1)
+  return tf.keras.Sequential(
+    [
+      tf.keras.Input(shape=(sequence_length,), dtype=tf.int32),
+      layers.Embedding(
+        vocab_size,
+        96,
+        mask_zero=True,
+        name='embedding',
+        embeddings_initializer=_init(tf.keras.initializers.RandomUniform, seed, 0),
+      ),
+      _lstm(670, seed, 1, 'lstm'),
+      layers.Dense(
+        96, name='projection', kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, 3)
+      ),
+      layers.Dense(
+        vocab_size,
+        name='logits',
+        kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, 4),
+      ),
+      DropMask(name='drop_mask'),
+    ],
+    name='so_nwp_lstm',
+  )
+
+
+def build_so_lr(
+  seed: int | None = None, num_words: int = 10000, num_tags: int = 500
+) -> tf.keras.Model:
+  """Stack Overflow tag prediction: one-vs-rest logistic regression (Reddi et al. 2021, C.4).
+
+  One Dense layer: tag logits W^T x + b, x the normalised bag of words. Parameters:
+  10,000 x 500 + 500 = 5,000,500. Glorot-normal kernel, zero bias.
+
+  Args:
+      seed: optional initialiser seed.
+      num_words: bag-of-words dimension, >= 1.
+      num_tags: number of tags (independent binary outputs), >= 1.
+
+  Returns:
+      An uncompiled model mapping float32 [B, num_words] to logits [B, num_tags].
+  """
+  num_words = _check_int('num_words', num_words, 1)
+  num_tags = _check_int('num_tags', num_tags, 1)
+  return tf.keras.Sequential(
+    [
+      tf.keras.Input(shape=(num_words,), dtype=tf.float32),
+      layers.Dense(
+        num_tags,
+        name='logits',
+        kernel_initializer=_init(tf.keras.initializers.GlorotNormal, seed, 0),
+      ),
+    ],
+    name='so_lr',
+  )
 
 
 class CifarPreprocessing(layers.Layer):
-    """Reddi et al. C.1's CIFAR preprocessing, deterministic given the training-step seed.
+  """Reddi et al. C.1's CIFAR preprocessing, deterministic given the training-step seed.
 
-    Training: a uniformly random crop_size x crop_size window (offsets 0..32-crop_size, as
-    ``tf.image.random_crop``) and a horizontal flip with probability 1/2 (as
-    ``tf.image.random_flip_left_right``), drawn per image. Inference: the central window
-    (offset (32 - crop_size) // 2, as ``tf.image.resize_with_crop_or_pad``). Then, for both,
-    ``tf.image.per_image_standardization``: (x - mean) / max(std, 1/sqrt(pixels)) per image.
+  Training: a uniformly random crop_size x crop_size window (offsets 0..32-crop_size, as
+  ``tf.image.random_crop``) and a horizontal flip with probability 1/2 (as
+  ``tf.image.random_flip_left_right``), drawn per image. Inference: the central window
+  (offset (32 - crop_size) // 2, as ``tf.image.resize_with_crop_or_pad``). Then, for both,
+  ``tf.image.per_image_standardization``: (x - mean) / max(std, 1/sqrt(pixels)) per image.
 
-    Inside ``stateless_dropout.step_seeds(seed)`` (FedOpt's local training) the crops and flips
-    come from stateless ops keyed by that step's seed, like ``StatelessDropout``'s masks, so a
-    round is a pure function of the client seeds and each local step (and epoch) sees fresh
-    augmentations. Outside such a context it uses ordinary stateful random ops.
-    """
+  Inside ``stateless_dropout.step_seeds(seed)`` (FedOpt's local training) the crops and flips
+  come from stateless ops keyed by that step's seed, like ``StatelessDropout``'s masks, so a
+  round is a pure function of the client seeds and each local step (and epoch) sees fresh
+  augmentations. Outside such a context it uses ordinary stateful random ops.
+  """
 
-    def __init__(self, crop_size: int = 24, **kwargs):
-        super().__init__(**kwargs)
-        self.crop_size = _check_int("crop_size", crop_size, 1)
+  def __init__(self, crop_size: int = 24, **kwargs):
+    super().__init__(**kwargs)
+    self.crop_size = _check_int('crop_size', crop_size, 1)
 
-    def call(self, images, training=None):
-        images = tf.cast(images, tf.float32)
-        height, width = images.shape[1], images.shape[2]
-        if self.crop_size > min(height, width):
-            raise ValueError(f"crop_size={self.crop_size} exceeds the image size "
-                             f"{height}x{width}")
-        batch = tf.shape(images)[0]
-        span = tf.range(self.crop_size)
-        if training:
-            seed = stateless_dropout._next_seed()  # pylint: disable=protected-access
-            max_y, max_x = height - self.crop_size + 1, width - self.crop_size + 1
-            if seed is None:
-                off_y = tf.random.uniform([batch], 0, max_y, tf.int32)
-                off_x = tf.random.uniform([batch], 0, max_x, tf.int32)
-                flip = tf.random.uniform([batch], 0, 2, tf.int32)
-            else:
-                draws = [tf.random.stateless_uniform(
-                    [batch], tf.stack([seed[0], seed[1] * 3 + k]), 0, m, tf.int32)
-                         for k, m in enumerate((max_y, max_x, 2))]
-                off_y, off_x, flip = draws
-            rows = off_y[:, None] + span[None, :]
-            cols = tf.where(flip[:, None] > 0,
-                            off_x[:, None] + self.crop_size - 1 - span[None, :],
-                            off_x[:, None] + span[None, :])
-        else:
-            rows = tf.broadcast_to((height - self.crop_size) // 2 + span, [batch, self.crop_size])
-            cols = tf.broadcast_to((width - self.crop_size) // 2 + span, [batch, self.crop_size])
-        images = tf.gather(images, rows, axis=1, batch_dims=1)
-        images = tf.gather(images, cols, axis=2, batch_dims=1)
-        return tf.image.per_image_standardization(images)
+  def call(self, images, training=None):
+    images = tf.cast(images, tf.float32)
+    height, width = images.shape[1], images.shape[2]
+    if self.crop_size > min(height, width):
+      raise ValueError(f'crop_size={self.crop_size} exceeds the image size {height}x{width}')
+    batch = tf.shape(images)[0]
+    span = tf.range(self.crop_size)
+    if training:
+      seed = stateless_dropout._next_seed()  # pylint: disable=protected-access
+      max_y, max_x = height - self.crop_size + 1, width - self.crop_size + 1
+      if seed is None:
+        off_y = tf.random.uniform([batch], 0, max_y, tf.int32)
+        off_x = tf.random.uniform([batch], 0, max_x, tf.int32)
+        flip = tf.random.uniform([batch], 0, 2, tf.int32)
+      else:
+        draws = [
+          tf.random.stateless_uniform([batch], tf.stack([seed[0], seed[1] * 3 + k]), 0, m, tf.int32)
+          for k, m in enumerate((max_y, max_x, 2))
+        ]
+        off_y, off_x, flip = draws
+      rows = off_y[:, None] + span[None, :]
+      cols = tf.where(
+        flip[:, None] > 0,
+        off_x[:, None] + self.crop_size - 1 - span[None, :],
+        off_x[:, None] + span[None, :],
+      )
+    else:
+      rows = tf.broadcast_to((height - self.crop_size) // 2 + span, [batch, self.crop_size])
+      cols = tf.broadcast_to((width - self.crop_size) // 2 + span, [batch, self.crop_size])
+    images = tf.gather(images, rows, axis=1, batch_dims=1)
+    images = tf.gather(images, cols, axis=2, batch_dims=1)
+    return tf.image.per_image_standardization(images)
 
-    def get_config(self):
-        return {**super().get_config(), "crop_size": self.crop_size}
-
-
-def _conv(filters: int, kernel: int, strides: int, seed: Optional[int], offset: int,
-          weight_decay: float, name: str, padding: str = "same") -> layers.Conv2D:
-    return layers.Conv2D(
-        filters, kernel, strides=strides, padding=padding, use_bias=False, name=name,
-        kernel_initializer=_init(tf.keras.initializers.HeNormal, seed, offset),
-        kernel_regularizer=tf.keras.regularizers.l2(weight_decay) if weight_decay else None)
+  def get_config(self):
+    return {**super().get_config(), 'crop_size': self.crop_size}
 
 
-def build_resnet18_gn(num_classes: int, seed: Optional[int] = None, groups: int = 2,
-                      image_shape: Sequence[int] = (32, 32, 3), crop_size: int = 24,
-                      stage_strides: Sequence[int] = (1, 1, 1, 1),
-                      weight_decay: float = 1e-4) -> tf.keras.Model:
-    """ResNet-18 with GroupNorm of Reddi et al. 2021 (C.1), with ``CifarPreprocessing`` in front.
+def _conv(
+  filters: int,
+  kernel: int,
+  strides: int,
+  seed: int | None,
+  offset: int,
+  weight_decay: float,
+  name: str,
+  padding: str = 'same',
+) -> layers.Conv2D:
+  return layers.Conv2D(
+    filters,
+    kernel,
+    strides=strides,
+    padding=padding,
+    use_bias=False,
+    name=name,
+    kernel_initializer=_init(tf.keras.initializers.HeNormal, seed, offset),
+    kernel_regularizer=tf.keras.regularizers.l2(weight_decay) if weight_decay else None,
+  )
 
-    Pre-activation (ResNet v2) as in the authors' code: conv 7x7/2 (64) -> GN -> ReLU ->
-    max-pool 3x3/2 -> 4 stages of 2 basic blocks (64, 128, 256, 512 filters; block =
-    GN-ReLU-conv3x3, GN-ReLU-conv3x3, plus the input, through conv1x1 + GN when the shape
-    changes; the very first block starts with its conv) -> GN -> ReLU -> global average pool ->
-    dense logits. Parameters: 11,181,642 for 10 classes, 11,227,812 for 100 (convolutions
-    11,166,912; GroupNorm scales and offsets 9,600; dense 513 x num_classes); independent of
-    ``groups`` and ``stage_strides``.
 
-    Args:
-        num_classes: number of logits, >= 2.
-        seed: optional initialiser seed.
-        groups: GroupNorm groups per layer (paper: 2); must divide 64.
-        image_shape: raw image shape (uint8 pixels 0..255).
-        crop_size: side of the training/central crop.
-        stage_strides: stride of each stage's first block (authors' code: all 1).
-        weight_decay: L2 coefficient on kernels and the dense bias (authors' code: 1e-4); the
-            penalty is added to the training loss through ``model.losses``; 0 disables it.
+def build_resnet18_gn(
+  num_classes: int,
+  seed: int | None = None,
+  groups: int = 2,
+  image_shape: Sequence[int] = (32, 32, 3),
+  crop_size: int = 24,
+  stage_strides: Sequence[int] = (1, 1, 1, 1),
+  weight_decay: float = 1e-4,
+) -> tf.keras.Model:
+  """ResNet-18 with GroupNorm of Reddi et al. 2021 (C.1), with ``CifarPreprocessing`` in front.
 
-    Returns:
-        An uncompiled model mapping uint8 [B, *image_shape] images to logits [B, num_classes].
-    """
-    num_classes = _check_int("num_classes", num_classes, 2)
-    groups = _check_int("groups", groups, 1)
-    if 64 % groups:
-        raise ValueError(f"groups={groups} is invalid; it must divide 64")
-    if len(stage_strides) != 4 or any(s not in (1, 2) for s in stage_strides):
-        raise ValueError(f"stage_strides={tuple(stage_strides)!r} is invalid; expected 4 values "
-                         "in {1, 2}")
-    if not weight_decay >= 0:
-        raise ValueError(f"weight_decay={weight_decay!r} is invalid; expected >= 0")
-    counter = iter(range(10_000))
+  Pre-activation (ResNet v2) as in the authors' code: conv 7x7/2 (64) -> GN -> ReLU ->
+  max-pool 3x3/2 -> 4 stages of 2 basic blocks (64, 128, 256, 512 filters; block =
+  GN-ReLU-conv3x3, GN-ReLU-conv3x3, plus the input, through conv1x1 + GN when the shape
+  changes; the very first block starts with its conv) -> GN -> ReLU -> global average pool ->
+  dense logits. Parameters: 11,181,642 for 10 classes, 11,227,812 for 100 (convolutions
+  11,166,912; GroupNorm scales and offsets 9,600; dense 513 x num_classes); independent of
+  ``groups`` and ``stage_strides``.
 
-    def norm_relu(x, name):
-        x = layers.GroupNormalization(groups=groups, name=f"{name}_gn")(x)
-        return layers.ReLU(name=f"{name}_relu")(x)
+  Args:
+      num_classes: number of logits, >= 2.
+      seed: optional initialiser seed.
+      groups: GroupNorm groups per layer (paper: 2); must divide 64.
+      image_shape: raw image shape (uint8 pixels 0..255).
+      crop_size: side of the training/central crop.
+      stage_strides: stride of each stage's first block (authors' code: all 1).
+      weight_decay: L2 coefficient on kernels and the dense bias (authors' code: 1e-4); the
+          penalty is added to the training loss through ``model.losses``; 0 disables it.
 
-    inputs = tf.keras.Input(shape=tuple(image_shape), dtype=tf.uint8)
-    x = CifarPreprocessing(crop_size, name="preprocess")(inputs)
-    x = _conv(64, 7, 2, seed, next(counter), weight_decay, "stem_conv")(x)
-    x = norm_relu(x, "stem")
-    x = layers.MaxPool2D(3, strides=2, padding="same", name="stem_pool")(x)
-    filters = 64
-    for stage, stride in enumerate(stage_strides):
-        for block in range(2):
-            name = f"stage{stage + 1}_block{block + 1}"
-            s = stride if block == 0 else 1
-            shortcut = x
-            if stage == 0 and block == 0:
-                y = x
-            else:
-                y = norm_relu(x, f"{name}_a")
-            y = _conv(filters, 3, s, seed, next(counter), weight_decay, f"{name}_conv_a")(y)
-            y = norm_relu(y, f"{name}_b")
-            y = _conv(filters, 3, 1, seed, next(counter), weight_decay, f"{name}_conv_b")(y)
-            if s > 1 or shortcut.shape[-1] != filters:
-                shortcut = _conv(filters, 1, s, seed, next(counter), weight_decay,
-                                 f"{name}_shortcut", padding="valid")(shortcut)
-                shortcut = layers.GroupNormalization(groups=groups,
-                                                     name=f"{name}_shortcut_gn")(shortcut)
-            x = layers.Add(name=f"{name}_add")([shortcut, y])
-        filters *= 2
-    x = norm_relu(x, "final")
-    x = layers.GlobalAveragePooling2D(name="pool")(x)
-    regularizer = tf.keras.regularizers.l2(weight_decay) if weight_decay else None
-    logits = layers.Dense(
-        num_classes, name="logits", kernel_regularizer=regularizer, bias_regularizer=regularizer,
-        kernel_initializer=_init(tf.keras.initializers.RandomNormal, seed, next(counter),
-                                 stddev=0.01))(x)
-    return tf.keras.Model(inputs, logits, name=f"resnet18_gn{groups}")
+  Returns:
+      An uncompiled model mapping uint8 [B, *image_shape] images to logits [B, num_classes].
+  """
+  num_classes = _check_int('num_classes', num_classes, 2)
+  groups = _check_int('groups', groups, 1)
+  if 64 % groups:
+    raise ValueError(f'groups={groups} is invalid; it must divide 64')
+  if len(stage_strides) != 4 or any(s not in (1, 2) for s in stage_strides):
+    raise ValueError(
+      f'stage_strides={tuple(stage_strides)!r} is invalid; expected 4 values in {{1, 2}}'
+    )
+  if not weight_decay >= 0:
+    raise ValueError(f'weight_decay={weight_decay!r} is invalid; expected >= 0')
+  counter = iter(range(10_000))
+
+  def norm_relu(x, name):
+    x = layers.GroupNormalization(groups=groups, name=f'{name}_gn')(x)
+    return layers.ReLU(name=f'{name}_relu')(x)
+
+  inputs = tf.keras.Input(shape=tuple(image_shape), dtype=tf.uint8)
+  x = CifarPreprocessing(crop_size, name='preprocess')(inputs)
+  x = _conv(64, 7, 2, seed, next(counter), weight_decay, 'stem_conv')(x)
+  x = norm_relu(x, 'stem')
+  x = layers.MaxPool2D(3, strides=2, padding='same', name='stem_pool')(x)
+  filters = 64
+  for stage, stride in enumerate(stage_strides):
+    for block in range(2):
+      name = f'stage{stage + 1}_block{block + 1}'
+      s = stride if block == 0 else 1
+      shortcut = x
+      if stage == 0 and block == 0:
+        y = x
+      else:
+        y = norm_relu(x, f'{name}_a')
+      y = _conv(filters, 3, s, seed, next(counter), weight_decay, f'{name}_conv_a')(y)
+      y = norm_relu(y, f'{name}_b')
+      y = _conv(filters, 3, 1, seed, next(counter), weight_decay, f'{name}_conv_b')(y)
+      if s > 1 or shortcut.shape[-1] != filters:
+        shortcut = _conv(
+          filters, 1, s, seed, next(counter), weight_decay, f'{name}_shortcut', padding='valid'
+        )(shortcut)
+        shortcut = layers.GroupNormalization(groups=groups, name=f'{name}_shortcut_gn')(shortcut)
+      x = layers.Add(name=f'{name}_add')([shortcut, y])
+    filters *= 2
+  x = norm_relu(x, 'final')
+  x = layers.GlobalAveragePooling2D(name='pool')(x)
+  regularizer = tf.keras.regularizers.l2(weight_decay) if weight_decay else None
+  logits = layers.Dense(
+    num_classes,
+    name='logits',
+    kernel_regularizer=regularizer,
+    bias_regularizer=regularizer,
+    kernel_initializer=_init(tf.keras.initializers.RandomNormal, seed, next(counter), stddev=0.01),
+  )(x)
+  return tf.keras.Model(inputs, logits, name=f'resnet18_gn{groups}')

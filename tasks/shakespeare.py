@@ -38,8 +38,9 @@ from tasks import published
 from tasks import reddi_models
 
 DEFAULT_DATA_DIR = os.path.join(os.path.expanduser('~'), '.tff')
-CHAR_VOCAB = ('dhlptx@DHLPTX $(,048cgkoswCGKOSW[_#\'/37;?bfjnrvzBFJNRVZ"&*.26:\n'
-              'aeimquyAEIMQUY]!%)-159\r')
+CHAR_VOCAB = (
+  'dhlptx@DHLPTX $(,048cgkoswCGKOSW[_#\'/37;?bfjnrvzBFJNRVZ"&*.26:\naeimquyAEIMQUY]!%)-159\r'
+)
 PAD, OOV, BOS, EOS = 0, len(CHAR_VOCAB) + 1, len(CHAR_VOCAB) + 2, len(CHAR_VOCAB) + 3
 VOCAB_SIZE = len(CHAR_VOCAB) + 4  # 90
 SEQUENCE_LENGTH = 80
@@ -48,7 +49,8 @@ DEFAULTS = published.task_defaults('shakespeare')
 
 _BYTE_TO_ID = np.full(256, OOV, np.int32)
 _BYTE_TO_ID[np.frombuffer(CHAR_VOCAB.encode('ascii'), np.uint8)] = np.arange(
-    1, len(CHAR_VOCAB) + 1, dtype=np.int32)
+  1, len(CHAR_VOCAB) + 1, dtype=np.int32
+)
 
 
 def snippet_rows(snippet: bytes, sequence_length: int = SEQUENCE_LENGTH) -> np.ndarray:
@@ -63,8 +65,7 @@ def snippet_rows(snippet: bytes, sequence_length: int = SEQUENCE_LENGTH) -> np.n
 def to_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
   """TFF Shakespeare features (``snippets`` bytes [n]) -> x, y int32 [rows, 80]."""
   rows = [snippet_rows(bytes(s)) for s in raw['snippets']]
-  seq = (np.concatenate(rows) if rows else
-         np.zeros((0, SEQUENCE_LENGTH + 1), np.int32))
+  seq = np.concatenate(rows) if rows else np.zeros((0, SEQUENCE_LENGTH + 1), np.int32)
   return collections.OrderedDict(x=seq[:, :-1].copy(), y=seq[:, 1:].copy())
 
 
@@ -72,16 +73,18 @@ def build_shakespeare_task(config: base.TaskConfig) -> base.Task:
   """Shakespeare next-character prediction with the LSTM of Reddi et al. Table 5."""
   splits = datasets.load_federated('shakespeare', config.data_dir or DEFAULT_DATA_DIR)
   train = datasets.MappedClients(splits.train, to_arrays)
-  central_test, client_test = base.pool_clients(
-      datasets.MappedClients(splits.test, to_arrays))
+  central_test, client_test = base.pool_clients(datasets.MappedClients(splits.test, to_arrays))
   return base.Task(
-      name='shakespeare',
-      train_clients=train,
-      central_test=central_test,
-      client_test=client_test,
-      keras_model_fn=lambda seed=None: reddi_models.build_shakespeare_lstm(seed=seed),
-      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-      metrics_fn=lambda: [metrics.MaskedAccuracy(masked_tokens=[PAD], name='accuracy')],
-      defaults=DEFAULTS,
-      description=(f'Shakespeare next character (Reddi et al. 2021), {len(train)} train roles, '
-                   f'LSTM (Table 5), {splits.path}'))
+    name='shakespeare',
+    train_clients=train,
+    central_test=central_test,
+    client_test=client_test,
+    keras_model_fn=lambda seed=None: reddi_models.build_shakespeare_lstm(seed=seed),
+    loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics_fn=lambda: [metrics.MaskedAccuracy(masked_tokens=[PAD], name='accuracy')],
+    defaults=DEFAULTS,
+    description=(
+      f'Shakespeare next character (Reddi et al. 2021), {len(train)} train roles, '
+      f'LSTM (Table 5), {splits.path}'
+    ),
+  )

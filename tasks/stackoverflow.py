@@ -35,7 +35,10 @@ code used the first 10,000 test examples every round instead of a fresh sample.
 """
 
 import collections
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
 import functools
 import os
 import pathlib
@@ -71,8 +74,11 @@ def _first(raw: Mapping[str, np.ndarray], limit: int) -> int:
   return min(len(raw['tokens']), limit)
 
 
-def nwp_arrays(raw: Mapping[str, np.ndarray], word_ids: Mapping[bytes, int],
-               max_examples: int = MAX_EXAMPLES_PER_CLIENT) -> base.ClientArrays:
+def nwp_arrays(
+  raw: Mapping[str, np.ndarray],
+  word_ids: Mapping[bytes, int],
+  max_examples: int = MAX_EXAMPLES_PER_CLIENT,
+) -> base.ClientArrays:
   """Raw Stack Overflow features -> x, y int32 [n, 20] (module doc), n <= max_examples."""
   n = _first(raw, max_examples)
   seq = np.zeros((n, SEQUENCE_LENGTH + 1), np.int32)
@@ -82,13 +88,16 @@ def nwp_arrays(raw: Mapping[str, np.ndarray], word_ids: Mapping[bytes, int],
     if len(ids) < SEQUENCE_LENGTH:
       ids.append(EOS)
     seq[i, 0] = BOS
-    seq[i, 1:len(ids) + 1] = ids
+    seq[i, 1 : len(ids) + 1] = ids
   return collections.OrderedDict(x=seq[:, :-1].copy(), y=seq[:, 1:].copy())
 
 
-def lr_arrays(raw: Mapping[str, np.ndarray], word_ids: Mapping[bytes, int],
-              tag_ids: Mapping[bytes, int],
-              max_examples: int = MAX_EXAMPLES_PER_CLIENT) -> base.ClientArrays:
+def lr_arrays(
+  raw: Mapping[str, np.ndarray],
+  word_ids: Mapping[bytes, int],
+  tag_ids: Mapping[bytes, int],
+  max_examples: int = MAX_EXAMPLES_PER_CLIENT,
+) -> base.ClientArrays:
   """Raw features -> x float32 [n, 10000] bag of words, y float32 [n, 500] tags (module doc)."""
   n = _first(raw, max_examples)
   x = np.zeros((n, VOCAB_SIZE + 1), np.float32)
@@ -125,8 +134,11 @@ class SplitExamples:
     self._path, self._split = path, split
     con = sqlite3.connect(self._uri, uri=True)
     try:
-      counts = dict(con.execute(
-          'SELECT client_id, num_examples FROM client_metadata WHERE split_name = ?', (split,)))
+      counts = dict(
+        con.execute(
+          'SELECT client_id, num_examples FROM client_metadata WHERE split_name = ?', (split,)
+        )
+      )
     finally:
       con.close()
     self._ids = list(client_ids)
@@ -147,8 +159,9 @@ class SplitExamples:
       ValueError: `indices` are not strictly increasing within [0, num_examples).
     """
     indices = np.asarray(indices, np.int64)
-    if indices.size and (np.any(np.diff(indices) <= 0) or indices[0] < 0 or
-                         indices[-1] >= self.num_examples):
+    if indices.size and (
+      np.any(np.diff(indices) <= 0) or indices[0] < 0 or indices[-1] >= self.num_examples
+    ):
       raise ValueError(f'indices must be strictly increasing in [0, {self.num_examples})')
     owners = np.searchsorted(self._starts, indices, side='right') - 1
     out = []
@@ -156,14 +169,16 @@ class SplitExamples:
     try:
       for owner, offset in zip(owners, indices - self._starts[owners]):
         row = con.execute(
-            'SELECT serialized_example_proto FROM examples WHERE client_id = ? AND '
-            'split_name = ? ORDER BY rowid LIMIT 1 OFFSET ?',
-            (self._ids[owner], self._split, int(offset))).fetchone()
+          'SELECT serialized_example_proto FROM examples WHERE client_id = ? AND '
+          'split_name = ? ORDER BY rowid LIMIT 1 OFFSET ?',
+          (self._ids[owner], self._split, int(offset)),
+        ).fetchone()
         if row is None:
           raise datasets.DataFormatError(
-              f'{self._path}: client {self._ids[owner]!r} of split {self._split!r} has '
-              f'fewer than {offset + 1} examples; client_metadata says '
-              f'{self._starts[owner + 1] - self._starts[owner]}')
+            f'{self._path}: client {self._ids[owner]!r} of split {self._split!r} has '
+            f'fewer than {offset + 1} examples; client_metadata says '
+            f'{self._starts[owner + 1] - self._starts[owner]}'
+          )
         out.append(row[0])
     finally:
       con.close()
@@ -173,17 +188,21 @@ class SplitExamples:
     """Every example of the split, in chunks of `chunk` serialized examples."""
     con = sqlite3.connect(self._uri, uri=True)
     try:
-      cursor = con.execute('SELECT serialized_example_proto FROM examples WHERE split_name = ?',
-                           (self._split,))
+      cursor = con.execute(
+        'SELECT serialized_example_proto FROM examples WHERE split_name = ?', (self._split,)
+      )
       while rows := cursor.fetchmany(chunk):
         yield [r[0] for r in rows]
     finally:
       con.close()
 
 
-def _build(config: base.TaskConfig, name: str,
-           to_arrays: Callable[[Mapping[str, np.ndarray]], base.ClientArrays],
-           **task_fields) -> base.Task:
+def _build(
+  config: base.TaskConfig,
+  name: str,
+  to_arrays: Callable[[Mapping[str, np.ndarray]], base.ClientArrays],
+  **task_fields,
+) -> base.Task:
   data_dir = config.data_dir or DEFAULT_DATA_DIR
   splits = datasets.load_federated('stackoverflow', data_dir)
   test = SplitExamples(splits.path, splits.test.split, splits.test.client_ids)
@@ -203,11 +222,18 @@ def _build(config: base.TaskConfig, name: str,
 
   train = datasets.MappedClients(splits.train, to_arrays)
   return base.Task(
-      name=name, train_clients=train, central_test=validation_sample(0),
-      validation_sample=validation_sample, eval_sample_size=size, final_test=final_test,
-      description=(f'{task_fields.pop("what")} (Reddi et al. 2021), {len(train)} train users, '
-                   f'validation {size} random test examples per evaluation, {splits.path}'),
-      **task_fields)
+    name=name,
+    train_clients=train,
+    central_test=validation_sample(0),
+    validation_sample=validation_sample,
+    eval_sample_size=size,
+    final_test=final_test,
+    description=(
+      f'{task_fields.pop("what")} (Reddi et al. 2021), {len(train)} train users, '
+      f'validation {size} random test examples per evaluation, {splits.path}'
+    ),
+    **task_fields,
+  )
 
 
 def build_so_nwp_task(config: base.TaskConfig) -> base.Task:
@@ -215,12 +241,17 @@ def build_so_nwp_task(config: base.TaskConfig) -> base.Task:
   data_dir = config.data_dir or DEFAULT_DATA_DIR
   word_ids = _index(list(datasets.load_word_counts(data_dir, vocab_size=VOCAB_SIZE)))
   return _build(
-      config, 'so_nwp', functools.partial(nwp_arrays, word_ids=word_ids),
-      keras_model_fn=lambda seed=None: reddi_models.build_so_nwp_lstm(seed=seed),
-      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-      metrics_fn=lambda: [metrics.MaskedAccuracy(masked_tokens=[PAD, OOV, BOS, EOS],
-                                                 name='accuracy')],
-      defaults=NWP_DEFAULTS, what='Stack Overflow next word, LSTM (Table 6)')
+    config,
+    'so_nwp',
+    functools.partial(nwp_arrays, word_ids=word_ids),
+    keras_model_fn=lambda seed=None: reddi_models.build_so_nwp_lstm(seed=seed),
+    loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics_fn=lambda: [
+      metrics.MaskedAccuracy(masked_tokens=[PAD, OOV, BOS, EOS], name='accuracy')
+    ],
+    defaults=NWP_DEFAULTS,
+    what='Stack Overflow next word, LSTM (Table 6)',
+  )
 
 
 def build_so_lr_task(config: base.TaskConfig) -> base.Task:
@@ -229,13 +260,19 @@ def build_so_lr_task(config: base.TaskConfig) -> base.Task:
   word_ids = _index(list(datasets.load_word_counts(data_dir, vocab_size=VOCAB_SIZE)))
   tag_ids = _index(list(datasets.load_tag_counts(data_dir))[:NUM_TAGS])
   return _build(
-      config, 'so_lr', functools.partial(lr_arrays, word_ids=word_ids, tag_ids=tag_ids),
-      keras_model_fn=lambda seed=None: reddi_models.build_so_lr(seed=seed),
-      loss_fn=lambda: tf.keras.losses.BinaryCrossentropy(
-          from_logits=True, reduction=tf.keras.losses.Reduction.SUM),
-      metrics_fn=lambda: [
-          metrics.RecallAtK(5, name='recall_at_5'),
-          metrics.MultiLabelPrecision(NUM_TAGS, name='precision'),
-          metrics.MultiLabelF1(NUM_TAGS, average='micro', name='micro_f1'),
-          metrics.MultiLabelF1(NUM_TAGS, average='macro', name='macro_f1')],
-      defaults=LR_DEFAULTS, what='Stack Overflow tag prediction, logistic regression')
+    config,
+    'so_lr',
+    functools.partial(lr_arrays, word_ids=word_ids, tag_ids=tag_ids),
+    keras_model_fn=lambda seed=None: reddi_models.build_so_lr(seed=seed),
+    loss_fn=lambda: tf.keras.losses.BinaryCrossentropy(
+      from_logits=True, reduction=tf.keras.losses.Reduction.SUM
+    ),
+    metrics_fn=lambda: [
+      metrics.RecallAtK(5, name='recall_at_5'),
+      metrics.MultiLabelPrecision(NUM_TAGS, name='precision'),
+      metrics.MultiLabelF1(NUM_TAGS, average='micro', name='micro_f1'),
+      metrics.MultiLabelF1(NUM_TAGS, average='macro', name='macro_f1'),
+    ],
+    defaults=LR_DEFAULTS,
+    what='Stack Overflow tag prediction, logistic regression',
+  )

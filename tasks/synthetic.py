@@ -17,15 +17,19 @@ from tasks import models
 
 LOCAL_TEST_FRACTION = 0.2
 
-DEFAULTS = base.TaskDefaults(clients_per_round=10, client_batch_size=10, total_rounds=1000,
-          client_learning_rate=0.01)
+DEFAULTS = base.TaskDefaults(
+  clients_per_round=10, client_batch_size=10, total_rounds=1000, client_learning_rate=0.01
+)
 
 
 def build_synthetic_task(config: base.TaskConfig) -> base.Task:
   """Generates Synthetic(config.synthetic_alpha, config.synthetic_beta) with config.seed."""
   clients = datasets.leaf_synthetic(
-      config.synthetic_alpha, config.synthetic_beta,
-      num_clients=config.num_clients or 100, seed=config.seed)
+    config.synthetic_alpha,
+    config.synthetic_beta,
+    num_clients=config.num_clients or 100,
+    seed=config.seed,
+  )
   train, local_test = {}, {}
   for k, (x, y) in enumerate(clients):
     tr, te = datasets.split_train_test(len(y), LOCAL_TEST_FRACTION, seed=config.seed + k)
@@ -33,15 +37,19 @@ def build_synthetic_task(config: base.TaskConfig) -> base.Task:
     train[client_id] = collections.OrderedDict(x=x[tr], y=y[tr])
     local_test[client_id] = collections.OrderedDict(x=x[te], y=y[te])
   central = collections.OrderedDict(
-      (key, np.concatenate([c[key] for c in local_test.values()])) for key in ('x', 'y'))
+    (key, np.concatenate([c[key] for c in local_test.values()])) for key in ('x', 'y')
+  )
   return base.Task(
-      name='synthetic',
-      train_clients=train,
-      client_test=local_test,
-      central_test=central,
-      keras_model_fn=lambda seed=None: models.build_softmax_regression(60, 10, seed=seed),
-      loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-      metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
-      defaults=DEFAULTS,
-      description=(f'LEAF Synthetic({config.synthetic_alpha}, {config.synthetic_beta}), '
-                   f'{len(clients)} clients, softmax regression (Ju et al.)'))
+    name='synthetic',
+    train_clients=train,
+    client_test=local_test,
+    central_test=central,
+    keras_model_fn=lambda seed=None: models.build_softmax_regression(60, 10, seed=seed),
+    loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
+    defaults=DEFAULTS,
+    description=(
+      f'LEAF Synthetic({config.synthetic_alpha}, {config.synthetic_beta}), '
+      f'{len(clients)} clients, softmax regression (Ju et al.)'
+    ),
+  )

@@ -24,4 +24,5 @@ def tff_data_dir(tmp_path_factory):
   """A directory with small fixtures of TFF's four SQLite datasets and the StackOverflow count
   archives, in TFF's exact formats (tests/fixtures.py: `write_all`); shared, do not modify."""
   from tests import fixtures  # pylint: disable=g-import-not-at-top
+
   return fixtures.write_all(str(tmp_path_factory.mktemp('tff_data')))

@@ -47,9 +47,11 @@ def test_evaluator_matches_numpy_loss_and_accuracy_over_chunks_and_clients():
   x = rng.normal(size=(25, 5)).astype(np.float32)
   y = rng.integers(0, 3, 25).astype(np.int32)
   evaluator = evaluation.Evaluator(
-      _softmax_regression,
-      lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-      lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')], batch_size=7)
+    _softmax_regression,
+    lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
+    batch_size=7,
+  )
   weights = tff.learning.models.ModelWeights(trainable=[w, b], non_trainable=[])
   logits = x @ w + b
   loss, _, _ = ref.cross_entropy_and_grads(w.astype(np.float64), b.astype(np.float64), x, y)
@@ -58,7 +60,10 @@ def test_evaluator_matches_numpy_loss_and_accuracy_over_chunks_and_clients():
   result = evaluator.evaluate(weights, data)
   assert result['loss'] == pytest.approx(loss, rel=1e-5)
   assert result['accuracy'] == pytest.approx(accuracy)
-  chunks = [collections.OrderedDict(x=x[:11], y=y[:11]), collections.OrderedDict(x=x[11:], y=y[11:])]
+  chunks = [
+    collections.OrderedDict(x=x[:11], y=y[:11]),
+    collections.OrderedDict(x=x[11:], y=y[11:]),
+  ]
   chunked = evaluator.evaluate_chunks(weights, iter(chunks))
   assert chunked['loss'] == pytest.approx(loss, rel=1e-5)
   assert chunked['accuracy'] == pytest.approx(accuracy)

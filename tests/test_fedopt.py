@@ -23,8 +23,9 @@ from tff_adaptive import training_loop
 D, C = 6, 4  # features, classes
 SIZES = (7, 13, 23)  # client example counts: none divisible by the batch size
 BATCH = 5
-SPEC = collections.OrderedDict(x=tf.TensorSpec([None, D], tf.float32),
-                               y=tf.TensorSpec([None], tf.int32))
+SPEC = collections.OrderedDict(
+  x=tf.TensorSpec([None, D], tf.float32), y=tf.TensorSpec([None], tf.int32)
+)
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -36,20 +37,28 @@ def tff_context():
 def _model_fn():
   keras_model = tf.keras.Sequential([tf.keras.Input((D,)), tf.keras.layers.Dense(C)])
   return tff.learning.models.from_keras_model(
-      keras_model, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-      input_spec=SPEC)
+    keras_model,
+    loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    input_spec=SPEC,
+  )
 
 
 def _clients(seed=0):
   rng = np.random.default_rng(seed)
-  return [collections.OrderedDict(x=rng.normal(size=(n, D)).astype(np.float32),
-                                  y=rng.integers(0, C, n).astype(np.int32)) for n in SIZES]
+  return [
+    collections.OrderedDict(
+      x=rng.normal(size=(n, D)).astype(np.float32), y=rng.integers(0, C, n).astype(np.int32)
+    )
+    for n in SIZES
+  ]
 
 
 def _initial_weights(seed=1):
   rng = np.random.default_rng(seed)
-  return [rng.normal(scale=0.3, size=(D, C)).astype(np.float32),
-          rng.normal(scale=0.3, size=(C,)).astype(np.float32)]
+  return [
+    rng.normal(scale=0.3, size=(D, C)).astype(np.float32),
+    rng.normal(scale=0.3, size=(C,)).astype(np.float32),
+  ]
 
 
 def _client_input(arrays, round_num, index):
@@ -60,7 +69,8 @@ def _client_input(arrays, round_num, index):
 
 def _perms(data, epochs):
   return client_work.epoch_permutations(
-      tf.constant(len(data['y'])), epochs, data[client_work.SEED_KEY]).numpy()
+    tf.constant(len(data['y'])), epochs, data[client_work.SEED_KEY]
+  ).numpy()
 
 
 def _reference_round(w, clients, round_num, lr, epochs, momentum):
@@ -68,8 +78,9 @@ def _reference_round(w, clients, round_num, lr, epochs, momentum):
   updates, weights, losses = [], [], []
   for i, arrays in enumerate(clients):
     data = _client_input(arrays, round_num, i)
-    wi, bi, loss = client_ref.local_sgd(w[0], w[1], arrays['x'], arrays['y'],
-                                        _perms(data, epochs), BATCH, lr, momentum)
+    wi, bi, loss = client_ref.local_sgd(
+      w[0], w[1], arrays['x'], arrays['y'], _perms(data, epochs), BATCH, lr, momentum
+    )
     updates.append([w[0] - wi, w[1] - bi])
     weights.append(len(arrays['y']))
     losses.append(loss * epochs * len(arrays['y']))
@@ -78,16 +89,19 @@ def _reference_round(w, clients, round_num, lr, epochs, momentum):
 
 def _run_process(process, w0, clients, rounds):
   state = process.set_model_weights(
-      process.initialize(),
-      tff.learning.models.ModelWeights(trainable=list(w0), non_trainable=[]))
+    process.initialize(), tff.learning.models.ModelWeights(trainable=list(w0), non_trainable=[])
+  )
   history = []
   for r in range(1, rounds + 1):
-    data = [tf.data.Dataset.from_tensors(_client_input(c, r, i))
-            for i, c in enumerate(clients)]
+    data = [tf.data.Dataset.from_tensors(_client_input(c, r, i)) for i, c in enumerate(clients)]
     out = process.next(state, data)
     state = out.state
-    history.append(([np.array(a) for a in process.get_model_weights(state).trainable],
-                    float(out.metrics['client_work']['train']['loss'])))
+    history.append(
+      (
+        [np.array(a) for a in process.get_model_weights(state).trainable],
+        float(out.metrics['client_work']['train']['loss']),
+      )
+    )
   return history
 
 
@@ -109,14 +123,23 @@ def test_local_training_matches_numpy_sgd(momentum, epochs):
   data = _client_input(arrays, 1, 2)
   w0 = _initial_weights()
   model = _model_fn()
-  config = client_work.ClientTrainingConfig(learning_rate=0.3, momentum=momentum,
-                                            epochs=epochs, batch_size=BATCH)
-  result, n = tf.function(lambda: client_work.local_training(
-      model, config.optimizer(), 0.3,
+  config = client_work.ClientTrainingConfig(
+    learning_rate=0.3, momentum=momentum, epochs=epochs, batch_size=BATCH
+  )
+  result, n = tf.function(
+    lambda: client_work.local_training(
+      model,
+      config.optimizer(),
+      0.3,
       tff.learning.models.ModelWeights(trainable=w0, non_trainable=[]),
-      data, BATCH, epochs))()
-  w, b, _ = client_ref.local_sgd(w0[0], w0[1], arrays['x'], arrays['y'], _perms(data, epochs),
-                                 BATCH, 0.3, momentum)
+      data,
+      BATCH,
+      epochs,
+    )
+  )()
+  w, b, _ = client_ref.local_sgd(
+    w0[0], w0[1], arrays['x'], arrays['y'], _perms(data, epochs), BATCH, 0.3, momentum
+  )
   np.testing.assert_allclose(result.update[0], w0[0] - w, rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(result.update[1], w0[1] - b, rtol=1e-4, atol=1e-6)
   assert float(n) == 23.0 and float(result.update_weight) == 23.0
@@ -127,14 +150,17 @@ def test_local_training_matches_numpy_sgd(momentum, epochs):
 def test_fedavg_with_server_lr_1_is_example_weighted_model_averaging():
   clients, w0 = _clients(), _initial_weights()
   process = fedopt.build_fedopt(
-      _model_fn, client_work.ClientTrainingConfig(learning_rate=0.2, batch_size=BATCH),
-      optimizers.build_fedavg_sgd(1.0))
-  (weights, loss), = _run_process(process, w0, clients, rounds=1)
+    _model_fn,
+    client_work.ClientTrainingConfig(learning_rate=0.2, batch_size=BATCH),
+    optimizers.build_fedavg_sgd(1.0),
+  )
+  ((weights, loss),) = _run_process(process, w0, clients, rounds=1)
   trained = []
   for i, arrays in enumerate(clients):
     data = _client_input(arrays, 1, i)
-    trained.append(client_ref.local_sgd(w0[0], w0[1], arrays['x'], arrays['y'],
-                                        _perms(data, 1), BATCH, 0.2)[:2])
+    trained.append(
+      client_ref.local_sgd(w0[0], w0[1], arrays['x'], arrays['y'], _perms(data, 1), BATCH, 0.2)[:2]
+    )
   expected = client_ref.weighted_average([list(t) for t in trained], SIZES)
   np.testing.assert_allclose(weights[0], expected[0], rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(weights[1], expected[1], rtol=1e-4, atol=1e-6)
@@ -145,17 +171,24 @@ def test_fedavg_with_server_lr_1_is_example_weighted_model_averaging():
   assert loss == pytest.approx(ref_loss, rel=1e-4)
 
 
-@pytest.mark.parametrize('rule,variant', [('adam', 'published'), ('yogi', 'algorithm2'),
-                                          ('adagrad', 'published')])
+@pytest.mark.parametrize(
+  'rule,variant', [('adam', 'published'), ('yogi', 'algorithm2'), ('adagrad', 'published')]
+)
 def test_adaptive_fedopt_matches_numpy_over_five_rounds(rule, variant):
   clients, w0 = _clients(), _initial_weights()
   lr, client_lr, tau = 0.05, 0.2, 0.01
-  builders = {'adam': optimizers.build_fedadam, 'yogi': optimizers.build_fedyogi,
-              'adagrad': optimizers.build_fedadagrad}
+  builders = {
+    'adam': optimizers.build_fedadam,
+    'yogi': optimizers.build_fedyogi,
+    'adagrad': optimizers.build_fedadagrad,
+  }
   process = fedopt.build_fedopt(
-      _model_fn, client_work.ClientTrainingConfig(learning_rate=client_lr, batch_size=BATCH,
-                                                  epochs=2, momentum=0.5),
-      builders[rule](lr, tau=tau, variant=variant))
+    _model_fn,
+    client_work.ClientTrainingConfig(
+      learning_rate=client_lr, batch_size=BATCH, epochs=2, momentum=0.5
+    ),
+    builders[rule](lr, tau=tau, variant=variant),
+  )
   history = _run_process(process, w0, clients, rounds=5)
   w = [a.astype(np.float64) for a in w0]
   grads = []
@@ -173,11 +206,18 @@ def test_adaptive_fedopt_matches_numpy_over_five_rounds(rule, variant):
 def test_fedavgm_with_momentum_0_equals_fedavg_and_momentum_changes_it():
   clients, w0 = _clients(), _initial_weights()
   config = client_work.ClientTrainingConfig(learning_rate=0.2, batch_size=BATCH)
-  runs = {m: _run_process(fedopt.build_fedopt(_model_fn, config,
-                                              optimizers.build_fedavgm(0.7, m)),
-                          w0, clients, rounds=3) for m in (0.0, 0.9)}
-  fedavg = _run_process(fedopt.build_fedopt(_model_fn, config, optimizers.build_fedavg_sgd(0.7)),
-                        w0, clients, rounds=3)
+  runs = {
+    m: _run_process(
+      fedopt.build_fedopt(_model_fn, config, optimizers.build_fedavgm(0.7, m)),
+      w0,
+      clients,
+      rounds=3,
+    )
+    for m in (0.0, 0.9)
+  }
+  fedavg = _run_process(
+    fedopt.build_fedopt(_model_fn, config, optimizers.build_fedavg_sgd(0.7)), w0, clients, rounds=3
+  )
   for (wa, _), (wb, _) in zip(runs[0.0], fedavg):
     np.testing.assert_allclose(wa[0], wb[0], rtol=1e-6, atol=1e-7)
   assert np.abs(runs[0.9][-1][0][0] - fedavg[-1][0][0]).max() > 1e-3
@@ -188,14 +228,21 @@ def test_client_and_server_learning_rate_schedules_follow_the_round():
   # Client ExpDecay with period 2: rounds 1..4 run client step counter t = 0..3, so
   # lr_l = 0.2, 0.2, 0.02, 0.02. Server step decay over 4 rounds: 1.0, 1.0, 0.1, 0.01.
   client_cfg = client_work.ClientTrainingConfig(
-      learning_rate=0.2, batch_size=BATCH,
-      lr_schedule=schedules.ScheduleConfig('exp_decay', decay_rate=0.1, decay_period=2))
-  process = fedopt.build_fedopt(_model_fn, client_cfg, optimizers.build_fedavg_sgd(1.0),
-                                server_lr_schedule=schedules.step_decay(1.0, 4))
+    learning_rate=0.2,
+    batch_size=BATCH,
+    lr_schedule=schedules.ScheduleConfig('exp_decay', decay_rate=0.1, decay_period=2),
+  )
+  process = fedopt.build_fedopt(
+    _model_fn,
+    client_cfg,
+    optimizers.build_fedavg_sgd(1.0),
+    server_lr_schedule=schedules.step_decay(1.0, 4),
+  )
   history = _run_process(process, w0, clients, rounds=4)
   w = [a.astype(np.float64) for a in w0]
-  for r, (client_lr, server_lr) in enumerate([(0.2, 1.0), (0.2, 1.0), (0.02, 0.1),
-                                               (0.02, 0.01)], start=1):
+  for r, (client_lr, server_lr) in enumerate(
+    [(0.2, 1.0), (0.2, 1.0), (0.02, 0.1), (0.02, 0.01)], start=1
+  ):
     g, _ = _reference_round(w, clients, r, client_lr, 1, 0.0)
     w = [a - server_lr * b for a, b in zip(w, g)]
     np.testing.assert_allclose(history[r - 1][0][0], w[0], rtol=2e-4, atol=1e-5)

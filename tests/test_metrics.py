@@ -18,8 +18,10 @@ from tasks import metrics
 # Per label (TP, FP, FN): l0 (2,0,0) F1 1; l1 (1,0,0) F1 1; l2 (0,0,1) F1 0; l3 (0,1,0) F1 0;
 # l4 (0,0,0) F1 0 by convention. Totals TP 3, FP 1, FN 1.
 Y = np.array([[1, 0, 1, 0, 0], [0, 1, 0, 0, 0], [1, 0, 0, 0, 0]], np.float32)
-Z = np.array([[2.0, -1.0, -3.0, 0.5, -2.0], [-1.0, 1.0, -2.0, -2.0, -4.0],
-              [3.0, -1.0, -1.0, -1.0, -0.5]], np.float32)
+Z = np.array(
+  [[2.0, -1.0, -3.0, 0.5, -2.0], [-1.0, 1.0, -2.0, -2.0, -4.0], [3.0, -1.0, -1.0, -1.0, -0.5]],
+  np.float32,
+)
 
 
 def _result(metric, y_true, y_pred):
@@ -33,8 +35,7 @@ def test_precision_and_f1_closed_form():
   assert _result(metrics.MultiLabelF1(5, 'macro'), Y, Z) == pytest.approx(2 / 5)  # (1+1)/5
   # The same on probabilities; and Keras' own micro precision (the authors' metric) agrees.
   probs = tf.sigmoid(Z).numpy()
-  assert _result(metrics.MultiLabelPrecision(5, from_logits=False), Y, probs) == pytest.approx(
-      0.75)
+  assert _result(metrics.MultiLabelPrecision(5, from_logits=False), Y, probs) == pytest.approx(0.75)
   assert _result(tf.keras.metrics.Precision(), Y, probs) == pytest.approx(0.75)
 
 
@@ -64,7 +65,8 @@ def test_recall_at_k_closed_form_and_keras_agreement():
   z = rng.normal(size=(40, 30)).astype(np.float32)
   keras = tf.keras.metrics.Recall(top_k=5)
   assert _result(metrics.RecallAtK(5), y, z) == pytest.approx(
-      _result(keras, y, tf.sigmoid(z).numpy()), rel=1e-6)
+    _result(keras, y, tf.sigmoid(z).numpy()), rel=1e-6
+  )
 
 
 def _numpy_reference(y, z, k=5):
@@ -77,14 +79,21 @@ def _numpy_reference(y, z, k=5):
   per_label = np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)
   top = np.argsort(-z, axis=1, kind='stable')[:, :k]
   hits = np.take_along_axis(y, top, 1).sum()
-  return dict(precision=tp.sum() / (tp.sum() + fp.sum()),
-              micro_f1=2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum()),
-              macro_f1=per_label.mean(), recall_at_5=hits / y.sum())
+  return dict(
+    precision=tp.sum() / (tp.sum() + fp.sum()),
+    micro_f1=2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum()),
+    macro_f1=per_label.mean(),
+    recall_at_5=hits / y.sum(),
+  )
 
 
 def _all_metrics(num_labels):
-  return [metrics.MultiLabelPrecision(num_labels), metrics.MultiLabelF1(num_labels, 'micro'),
-          metrics.MultiLabelF1(num_labels, 'macro'), metrics.RecallAtK(5)]
+  return [
+    metrics.MultiLabelPrecision(num_labels),
+    metrics.MultiLabelF1(num_labels, 'micro'),
+    metrics.MultiLabelF1(num_labels, 'macro'),
+    metrics.RecallAtK(5),
+  ]
 
 
 def test_multilabel_metrics_match_numpy_and_sum_over_batches_and_clients():
@@ -100,7 +109,8 @@ def test_multilabel_metrics_match_numpy_and_sum_over_batches_and_clients():
     assert whole[name] == pytest.approx(value, rel=1e-9), name
   # The three empty labels count 0: macro over 25 labels is 22/25 of macro over the other 22.
   assert whole['macro_f1'] == pytest.approx(
-      22 / 25 * _numpy_reference(y[:, :22], z[:, :22])['macro_f1'], rel=1e-9)
+    22 / 25 * _numpy_reference(y[:, :22], z[:, :22])['macro_f1'], rel=1e-9
+  )
   # Two "clients": summing their state variables (TFF's sum_then_finalize) is exact.
   parts = [_all_metrics(25), _all_metrics(25)]
   for ms, (lo, hi) in zip(parts, ((0, 17), (17, 60))):
@@ -133,9 +143,12 @@ def test_masked_accuracy_closed_form():
 
 
 def test_metric_configs_round_trip_and_invalid_arguments():
-  for m in (metrics.MaskedAccuracy([0, 7], name='acc'), metrics.RecallAtK(3),
-            metrics.MultiLabelPrecision(4, threshold=0.3),
-            metrics.MultiLabelF1(4, 'micro', from_logits=False)):
+  for m in (
+    metrics.MaskedAccuracy([0, 7], name='acc'),
+    metrics.RecallAtK(3),
+    metrics.MultiLabelPrecision(4, threshold=0.3),
+    metrics.MultiLabelF1(4, 'micro', from_logits=False),
+  ):
     clone = type(m).from_config(m.get_config())
     assert clone.get_config() == m.get_config()
   with pytest.raises(ValueError, match='threshold'):

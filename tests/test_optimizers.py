@@ -29,20 +29,20 @@ SEPARATION = 1e-3
 # A nest of a [3, 2] matrix and a [2] vector. Entries of the pseudo-gradients have scales from
 # 3e-3 to 2, so that for some entries sqrt(v_t) is below or near tau and for others far above.
 X0 = [
-    np.array([[0.5, -1.0], [2.0, 0.1], [-0.3, 0.0]], np.float32),
-    np.array([1.5, -0.7], np.float32),
+  np.array([[0.5, -1.0], [2.0, 0.1], [-0.3, 0.0]], np.float32),
+  np.array([1.5, -0.7], np.float32),
 ]
 SCALES = [
-    np.array([[1.0, 0.3], [0.05, 0.01], [0.003, 0.5]]),
-    np.array([0.02, 2.0]),
+  np.array([[1.0, 0.3], [0.05, 0.01], [0.003, 0.5]]),
+  np.array([0.02, 2.0]),
 ]
 NUM_STEPS = 6
 ADAPTIVE_RULES = ('adagrad', 'adam', 'yogi')
 VARIANTS = ('published', 'algorithm2')
 BUILDERS = {
-    'adagrad': optimizers.build_fedadagrad,
-    'adam': optimizers.build_fedadam,
-    'yogi': optimizers.build_fedyogi,
+  'adagrad': optimizers.build_fedadagrad,
+  'adam': optimizers.build_fedadam,
+  'yogi': optimizers.build_fedyogi,
 }
 
 
@@ -50,8 +50,8 @@ def _pseudo_gradients(seed, scale=1.0, num_steps=NUM_STEPS):
   """A different, mixed-sign pseudo-gradient every step (float32, as the server sees it)."""
   rng = np.random.default_rng(seed)
   return [
-      [(scale * s * rng.normal(size=s.shape)).astype(np.float32) for s in SCALES]
-      for _ in range(num_steps)
+    [(scale * s * rng.normal(size=s.shape)).astype(np.float32) for s in SCALES]
+    for _ in range(num_steps)
   ]
 
 
@@ -76,9 +76,9 @@ def _assert_iterates_close(actual, expected, rtol=RTOL, atol=ATOL):
 
 def _max_diff(a_iterates, b_iterates):
   return max(
-      float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-      for a_step, b_step in zip(a_iterates, b_iterates)
-      for a, b in zip(a_step, b_step)
+    float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+    for a_step, b_step in zip(a_iterates, b_iterates)
+    for a, b in zip(a_step, b_step)
   )
 
 
@@ -98,9 +98,9 @@ TAU = 0.05
 
 def _tff_default(rule, learning_rate):
   return {
-      'adagrad': tff.learning.optimizers.build_adagrad,
-      'adam': tff.learning.optimizers.build_adam,
-      'yogi': tff.learning.optimizers.build_yogi,
+    'adagrad': tff.learning.optimizers.build_adagrad,
+    'adam': tff.learning.optimizers.build_adam,
+    'yogi': tff.learning.optimizers.build_yogi,
   }[rule](learning_rate)
 
 
@@ -166,9 +166,8 @@ def test_published_fedadagrad_differs_from_tff_build_adagrad():
 
   # Even with v starting at 0 and epsilon = tau, epsilon inside the sqrt is another method.
   _, tff_matched = _run(
-      tff.learning.optimizers.build_adagrad(
-          LR, initial_preconditioner_value=0.0, epsilon=TAU),
-      grads)
+    tff.learning.optimizers.build_adagrad(LR, initial_preconditioner_value=0.0, epsilon=TAU), grads
+  )
   _assert_iterates_close(tff_matched, ref.tff_adagrad(X0, grads, LR, 0.0, TAU))
   assert _max_diff(ours, tff_matched) > SEPARATION
 
@@ -182,17 +181,17 @@ def test_published_fedyogi_is_tff_yogi_with_zero_initial_preconditioner():
   _assert_iterates_close(ours, ref.fedopt(X0, grads, 'yogi', 'published', lr, tau))
 
   _, tff_zero = _run(
-      tff.learning.optimizers.build_yogi(lr, epsilon=tau, initial_preconditioner_value=0.0),
-      grads)
+    tff.learning.optimizers.build_yogi(lr, epsilon=tau, initial_preconditioner_value=0.0), grads
+  )
   _assert_iterates_close(ours, tff_zero, rtol=1e-6, atol=1e-7)
 
   _, tff_default_v0 = _run(tff.learning.optimizers.build_yogi(lr, epsilon=tau), grads)
   _assert_iterates_close(
-      tff_default_v0, ref.fedopt(X0, grads, 'yogi', 'published', lr, tau, v0=1e-6))
+    tff_default_v0, ref.fedopt(X0, grads, 'yogi', 'published', lr, tau, v0=1e-6)
+  )
   assert _max_diff(ours, tff_default_v0) > SEPARATION
   # Our own implementation (used when v_{-1} > 0) reproduces TFF's default start of 1e-6.
-  _, ours_v0 = _run(
-      optimizers.build_fedyogi(lr, tau=tau, initial_accumulator_value=1e-6), grads)
+  _, ours_v0 = _run(optimizers.build_fedyogi(lr, tau=tau, initial_accumulator_value=1e-6), grads)
   _assert_iterates_close(ours_v0, tff_default_v0)
 
 
@@ -258,7 +257,7 @@ def test_fedadagrad_without_momentum_has_first_moment_equal_to_pseudo_gradient(v
     state, weights = opt.next(state, weights, [tf.constant(gi) for gi in g])
     for m, gi in zip(state['m'], g):
       np.testing.assert_array_equal(np.asarray(m), gi)
-    sum_sq = [s + gi.astype(np.float64)**2 for s, gi in zip(sum_sq, g)]
+    sum_sq = [s + gi.astype(np.float64) ** 2 for s, gi in zip(sum_sq, g)]
     for v, s in zip(state['v'], sum_sq):
       np.testing.assert_allclose(np.asarray(v), s, rtol=RTOL, atol=1e-9)
 
@@ -269,12 +268,15 @@ def test_fedadagrad_without_momentum_has_first_moment_equal_to_pseudo_gradient(v
 
 
 def _all_configs():
-  configs = [optimizers.ServerOptimizerConfig(name='sgd', learning_rate=0.5),
-             optimizers.ServerOptimizerConfig(name='sgdm', learning_rate=0.5)]
+  configs = [
+    optimizers.ServerOptimizerConfig(name='sgd', learning_rate=0.5),
+    optimizers.ServerOptimizerConfig(name='sgdm', learning_rate=0.5),
+  ]
   for rule in ADAPTIVE_RULES:
     for variant in VARIANTS:
-      configs.append(optimizers.ServerOptimizerConfig(
-          name=rule, learning_rate=LR, tau=TAU, variant=variant))
+      configs.append(
+        optimizers.ServerOptimizerConfig(name=rule, learning_rate=LR, tau=TAU, variant=variant)
+      )
   return configs
 
 
@@ -333,40 +335,46 @@ def test_schedule_learning_rate_uses_schedule_k_at_step_k(rule, variant):
   rates = [0.2 * 0.5**k for k in range(NUM_STEPS)]
   grads = _pseudo_gradients(seed=42)
   opt = tff.learning.optimizers.schedule_learning_rate(
-      BUILDERS[rule](LR, tau=TAU, variant=variant), schedule)
+    BUILDERS[rule](LR, tau=TAU, variant=variant), schedule
+  )
   state, ours = _run(opt, grads)
   assert float(state['optimizer']['learning_rate']) == pytest.approx(0.2 * 0.5**NUM_STEPS)
   _assert_iterates_close(ours, ref.fedopt(X0, grads, rule, variant, rates, TAU))
   # Not the unscheduled learning rate, nor the schedule shifted by one step.
   assert _max_diff(ours, ref.fedopt(X0, grads, rule, variant, LR, TAU)) > SEPARATION
   assert _max_diff(ours, ref.fedopt(X0, grads, rule, variant, rates[1:] + [0.0], TAU)) > (
-      SEPARATION)
+    SEPARATION
+  )
 
 
 _INVALID_ADAPTIVE_ARGS = [
-    ('learning_rate', dict(learning_rate=0.0)),
-    ('learning_rate', dict(learning_rate=-0.1)),
-    ('tau', dict(tau=0.0)),
-    ('tau', dict(tau=-1e-3)),
-    ('beta_1', dict(beta_1=1.0)),
-    ('beta_1', dict(beta_1=-0.1)),
-    ('beta_2', dict(beta_2=-0.1)),
-    ('beta_2', dict(beta_2=1.0)),
-    ('variant', dict(variant='foo')),
-    ('initial_accumulator_value', dict(initial_accumulator_value=-1.0)),
+  ('learning_rate', dict(learning_rate=0.0)),
+  ('learning_rate', dict(learning_rate=-0.1)),
+  ('tau', dict(tau=0.0)),
+  ('tau', dict(tau=-1e-3)),
+  ('beta_1', dict(beta_1=1.0)),
+  ('beta_1', dict(beta_1=-0.1)),
+  ('beta_2', dict(beta_2=-0.1)),
+  ('beta_2', dict(beta_2=1.0)),
+  ('variant', dict(variant='foo')),
+  ('initial_accumulator_value', dict(initial_accumulator_value=-1.0)),
 ]
 
 
 # build_fedadagrad has no beta_2.
-INVALID_ADAPTIVE_ARGS = [(rule, name, kwargs)
-                         for rule in ADAPTIVE_RULES
-                         for name, kwargs in _INVALID_ADAPTIVE_ARGS
-                         if not (rule == 'adagrad' and name == 'beta_2')]
+INVALID_ADAPTIVE_ARGS = [
+  (rule, name, kwargs)
+  for rule in ADAPTIVE_RULES
+  for name, kwargs in _INVALID_ADAPTIVE_ARGS
+  if not (rule == 'adagrad' and name == 'beta_2')
+]
 
 
 @pytest.mark.parametrize(
-    'rule,name,kwargs', INVALID_ADAPTIVE_ARGS,
-    ids=[f'{r}-{n}={list(k.values())[0]}' for r, n, k in INVALID_ADAPTIVE_ARGS])
+  'rule,name,kwargs',
+  INVALID_ADAPTIVE_ARGS,
+  ids=[f'{r}-{n}={list(k.values())[0]}' for r, n, k in INVALID_ADAPTIVE_ARGS],
+)
 def test_invalid_adaptive_arguments_raise_value_error_naming_them(rule, name, kwargs):
   args = dict(learning_rate=LR, **kwargs) if 'learning_rate' not in kwargs else kwargs
   with pytest.raises(ValueError, match=name) as info:
@@ -374,12 +382,15 @@ def test_invalid_adaptive_arguments_raise_value_error_naming_them(rule, name, kw
   assert str(kwargs[name]) in str(info.value)  # The message shows the bad value too.
 
 
-@pytest.mark.parametrize('builder,kwargs,name', [
+@pytest.mark.parametrize(
+  'builder,kwargs,name',
+  [
     (optimizers.build_fedavg_sgd, dict(learning_rate=0.0), 'learning_rate'),
     (optimizers.build_fedavgm, dict(learning_rate=-1.0), 'learning_rate'),
     (optimizers.build_fedavgm, dict(momentum=1.0), 'momentum'),
     (optimizers.build_fedavgm, dict(momentum=-0.5), 'momentum'),
-])
+  ],
+)
 def test_invalid_sgd_arguments_raise_value_error_naming_them(builder, kwargs, name):
   with pytest.raises(ValueError, match=name):
     builder(**kwargs)
@@ -411,20 +422,20 @@ QUAD_STEPS = 300
 # sgd 5.8e-5, adagrad 2.7e-7, sgdm/adam/yogi < 1e-11.
 QUAD_THRESHOLD = 1e-3
 CONVERGENCE_CASES = {
-    # SGD: lr < 2 / a_max = 0.02; slowest mode contracts by (1 - 0.015)^300 ~ 1e-2.
-    'sgd': lambda: optimizers.build_fedavg_sgd(0.015),
-    'sgdm': lambda: optimizers.build_fedavgm(0.003, momentum=0.9),
-    'adagrad-published': lambda: optimizers.build_fedadagrad(0.3, variant='published'),
-    'adagrad-algorithm2': lambda: optimizers.build_fedadagrad(0.3, variant='algorithm2'),
-    'adam-published': lambda: optimizers.build_fedadam(0.1, variant='published'),
-    'adam-algorithm2': lambda: optimizers.build_fedadam(0.1, variant='algorithm2'),
-    'yogi-published': lambda: optimizers.build_fedyogi(0.1, variant='published'),
-    'yogi-algorithm2': lambda: optimizers.build_fedyogi(0.1, variant='algorithm2'),
+  # SGD: lr < 2 / a_max = 0.02; slowest mode contracts by (1 - 0.015)^300 ~ 1e-2.
+  'sgd': lambda: optimizers.build_fedavg_sgd(0.015),
+  'sgdm': lambda: optimizers.build_fedavgm(0.003, momentum=0.9),
+  'adagrad-published': lambda: optimizers.build_fedadagrad(0.3, variant='published'),
+  'adagrad-algorithm2': lambda: optimizers.build_fedadagrad(0.3, variant='algorithm2'),
+  'adam-published': lambda: optimizers.build_fedadam(0.1, variant='published'),
+  'adam-algorithm2': lambda: optimizers.build_fedadam(0.1, variant='algorithm2'),
+  'yogi-published': lambda: optimizers.build_fedyogi(0.1, variant='published'),
+  'yogi-algorithm2': lambda: optimizers.build_fedyogi(0.1, variant='algorithm2'),
 }
 
 
 def _quadratic_loss(x):
-  return 0.5 * float(np.sum(QUAD_A * (np.asarray(x, np.float64) - QUAD_C)**2))
+  return 0.5 * float(np.sum(QUAD_A * (np.asarray(x, np.float64) - QUAD_C) ** 2))
 
 
 @pytest.mark.parametrize('name', list(CONVERGENCE_CASES))
@@ -456,8 +467,7 @@ def test_optimizer_traces_as_tff_computation(config):
   def initialize_fn():
     return opt.initialize(specs)
 
-  @tff.tensorflow.computation(initialize_fn.type_signature.result, weights_type,
-                              weights_type)
+  @tff.tensorflow.computation(initialize_fn.type_signature.result, weights_type, weights_type)
   def next_fn(state, weights, gradients):
     return opt.next(state, weights, gradients)
 
@@ -483,7 +493,8 @@ def test_algorithm2_rejects_initial_accumulator_below_tau_squared():
 @pytest.mark.parametrize('rule', ['adagrad', 'adam', 'yogi'])
 def test_tau_is_settable_under_the_same_hparam_key_for_every_class(rule, variant):
   opt = optimizers.build_server_optimizer(
-      optimizers.ServerOptimizerConfig(name=rule, learning_rate=0.1, tau=0.01, variant=variant))
+    optimizers.ServerOptimizerConfig(name=rule, learning_rate=0.1, tau=0.01, variant=variant)
+  )
   state = opt.initialize(tf.TensorSpec([2], tf.float32))
   hparams = opt.get_hparams(state)
   assert float(hparams['epsilon']) == pytest.approx(0.01)

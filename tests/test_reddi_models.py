@@ -21,13 +21,16 @@ def _weighted_counts(model):
 def test_emnist_autoencoder_matches_table_3():
   model = reddi_models.build_emnist_autoencoder(seed=0)
   # Table 3: 784*1000 + 1000 = 785,000; 1000*500 + 500 = 500,500; ...; 1000*784 + 784 = 784,784.
-  assert _weighted_counts(model) == [785000, 500500, 125250, 7530, 7750, 125500, 501000,
-                                     784784]
+  assert _weighted_counts(model) == [785000, 500500, 125250, 7530, 7750, 125500, 501000, 784784]
   assert model.count_params() == 2837314
   activations = [layer.activation for layer in model.layers]
   # The authors' code: sigmoid everywhere except the 30-unit code layer (linear).
-  assert activations == [tf.keras.activations.sigmoid] * 3 + [tf.keras.activations.linear] + [
-      tf.keras.activations.sigmoid] * 4
+  assert (
+    activations
+    == [tf.keras.activations.sigmoid] * 3
+    + [tf.keras.activations.linear]
+    + [tf.keras.activations.sigmoid] * 4
+  )
   literal = reddi_models.build_emnist_autoencoder(code_activation='sigmoid')
   assert all(layer.activation is tf.keras.activations.sigmoid for layer in literal.layers)
   x = np.random.default_rng(0).uniform(size=(5, 784)).astype(np.float32)
@@ -61,8 +64,7 @@ def test_so_lr_is_one_vs_rest_logistic_regression():
   np.testing.assert_allclose(model(x).numpy(), x @ kernel + bias, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize('num_classes,total,dense', [(10, 11181642, 5130),
-                                                     (100, 11227812, 51300)])
+@pytest.mark.parametrize('num_classes,total,dense', [(10, 11181642, 5130), (100, 11227812, 51300)])
 def test_resnet18_gn_parameter_count(num_classes, total, dense):
   model = reddi_models.build_resnet18_gn(num_classes, seed=0)
   by_type = {}
@@ -102,8 +104,9 @@ def test_resnet18_gn_rejects_bad_arguments():
 
 def test_sequence_models_expose_no_mask_and_copy_state_over_padding():
   model = reddi_models.build_shakespeare_lstm(seed=3)
-  x = np.array([[88, 5, 6, 7, 89, 0, 0, 0] + [0] * 72,
-                [88, 9, 9, 9, 9, 9, 9, 9] + [9] * 72], np.int32)
+  x = np.array(
+    [[88, 5, 6, 7, 89, 0, 0, 0] + [0] * 72, [88, 9, 9, 9, 9, 9, 9, 9] + [9] * 72], np.int32
+  )
   out = model(x)
   assert getattr(out, '_keras_mask', None) is None
   logits = out.numpy()
@@ -131,8 +134,11 @@ def test_sequence_loss_covers_every_position_including_padding():
   logits = model(x)
   loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, logits)
   z = logits.numpy().astype(np.float64)
-  log_p = z - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True)) - z.max(
-      -1, keepdims=True)
+  log_p = (
+    z
+    - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    - z.max(-1, keepdims=True)
+  )
   per_position = -np.take_along_axis(log_p, y[..., None], -1)[..., 0]
   # Mean over all 2 x 20 positions; a mask-applying loss would average 3 + 20 = 23 of them.
   assert float(loss) == pytest.approx(per_position.mean(), rel=1e-5)
@@ -142,7 +148,7 @@ def test_sequence_loss_covers_every_position_including_padding():
 
 
 def _reference_window(image, off_y, off_x, flip, size=24):
-  window = image[off_y:off_y + size, off_x:off_x + size].astype(np.float64)
+  window = image[off_y : off_y + size, off_x : off_x + size].astype(np.float64)
   if flip:
     window = window[:, ::-1]
   std = max(window.std(), 1.0 / np.sqrt(window.size))
@@ -150,8 +156,13 @@ def _reference_window(image, off_y, off_x, flip, size=24):
 
 
 def _find_window(image, out):
-  matches = [(a, b, f) for a in range(9) for b in range(9) for f in (0, 1)
-             if np.allclose(_reference_window(image, a, b, f), out, atol=1e-4)]
+  matches = [
+    (a, b, f)
+    for a in range(9)
+    for b in range(9)
+    for f in (0, 1)
+    if np.allclose(_reference_window(image, a, b, f), out, atol=1e-4)
+  ]
   assert len(matches) == 1, matches
   return matches[0]
 
@@ -161,7 +172,8 @@ def test_cifar_preprocessing_inference_is_central_crop_and_standardisation():
   layer = reddi_models.CifarPreprocessing()
   out = layer(images, training=False).numpy()
   expected = tf.image.per_image_standardization(
-      tf.image.resize_with_crop_or_pad(tf.cast(images, tf.float32), 24, 24)).numpy()
+    tf.image.resize_with_crop_or_pad(tf.cast(images, tf.float32), 24, 24)
+  ).numpy()
   np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
   for k in range(3):
     assert _find_window(images[k], out[k]) == (4, 4, 0)
@@ -191,12 +203,15 @@ def test_cifar_preprocessing_draws_all_offsets_and_flips_uniformly():
     out = layer(batch, training=True).numpy()
   # Recover (off_y, off_x, flip) of each image through a flattened, unnormalised lookup:
   # standardisation is invertible per window, so compare standardised windows directly.
-  keys = {(a, b, f): _reference_window(image[0], a, b, f) for a in range(9) for b in range(9)
-          for f in (0, 1)}
+  keys = {
+    (a, b, f): _reference_window(image[0], a, b, f)
+    for a in range(9)
+    for b in range(9)
+    for f in (0, 1)
+  }
   found = []
   for k in range(len(batch)):
-    found.append(next(key for key, ref in keys.items()
-                      if np.allclose(ref, out[k], atol=1e-4)))
+    found.append(next(key for key, ref in keys.items() if np.allclose(ref, out[k], atol=1e-4)))
   found = np.array(found)
   # 400 draws of offsets uniform on 0..8: every value appears (P(a value is missing)
   # < 9 (8/9)^400 ~ 3e-20), and the flip rate is 1/2 within 5 standard errors (0.125).

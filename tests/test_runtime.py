@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-_CHILD = r'''
+_CHILD = r"""
 import os, sys, time
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import numpy as np
@@ -59,7 +59,7 @@ with runtime.local_execution(max_concurrent_computation_calls=2) as ex:
       sum_plus_one([1.0, 2.0, 3.0])
       time.sleep(0.2)
 print('EXITED', flush=True)
-'''
+"""
 
 _STARTUP_TIMEOUT_S = 45.0
 _WORKER_GONE_TIMEOUT_S = 5.0
@@ -109,11 +109,11 @@ def children():
     for mode in ('normal', 'raise', 'kill', 'interrupt'):
       child_mode = 'loop' if mode in ('kill', 'interrupt') else mode
       procs[mode] = subprocess.Popen(
-          [sys.executable, '-c', _CHILD, child_mode],
-          stdout=subprocess.PIPE,
-          stderr=subprocess.PIPE,
-          text=True,
-          env=_child_env(),
+        [sys.executable, '-c', _CHILD, child_mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_child_env(),
       )
     yield procs
   finally:
@@ -176,17 +176,17 @@ def test_sigint_of_python_stops_worker(children):
 
 
 @pytest.mark.parametrize(
-    'kwargs, message',
-    [
-        (
-            {'max_concurrent_computation_calls': 0},
-            'max_concurrent_computation_calls',
-        ),
-        ({'intra_op_threads': -1}, 'intra_op_threads'),
-        ({'inter_op_threads': 1.5}, 'inter_op_threads'),
-        ({'default_num_clients': -2}, 'default_num_clients'),
-        ({'startup_timeout_s': 0.0}, 'startup_timeout_s'),
-    ],
+  'kwargs, message',
+  [
+    (
+      {'max_concurrent_computation_calls': 0},
+      'max_concurrent_computation_calls',
+    ),
+    ({'intra_op_threads': -1}, 'intra_op_threads'),
+    ({'inter_op_threads': 1.5}, 'inter_op_threads'),
+    ({'default_num_clients': -2}, 'default_num_clients'),
+    ({'startup_timeout_s': 0.0}, 'startup_timeout_s'),
+  ],
 )
 def test_bad_arguments_raise_value_error(kwargs, message):
   from tff_adaptive import runtime  # pylint: disable=g-import-not-at-top
@@ -195,12 +195,11 @@ def test_bad_arguments_raise_value_error(kwargs, message):
     runtime.local_execution(**kwargs)
 
 
-@pytest.mark.filterwarnings(
-    'error::pytest.PytestUnhandledThreadExceptionWarning'
-)
+@pytest.mark.filterwarnings('error::pytest.PytestUnhandledThreadExceptionWarning')
 def test_in_process_nesting_restores_contexts_and_stops_workers():
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
   from tff_adaptive import runtime  # pylint: disable=g-import-not-at-top
 
   @tff.tensorflow.computation(np.float32)

@@ -29,13 +29,21 @@ from tff_adaptive import optimizers
 from tff_adaptive import training_loop
 
 REDDI_TASKS = ('emnist_cr', 'emnist_ae', 'shakespeare', 'so_nwp', 'so_lr', 'cifar10', 'cifar100')
-PARAMS = {'emnist_cr': 1206590, 'emnist_ae': 2837314, 'shakespeare': 820522,
-          'so_nwp': 4050748, 'so_lr': 5000500, 'cifar10': 11181642, 'cifar100': 11227812}
+PARAMS = {
+  'emnist_cr': 1206590,
+  'emnist_ae': 2837314,
+  'shakespeare': 820522,
+  'so_nwp': 4050748,
+  'so_lr': 5000500,
+  'cifar10': 11181642,
+  'cifar100': 11227812,
+}
 
 
 @pytest.fixture(scope='module')
 def data_dir(tmp_path_factory):
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
   root = tmp_path_factory.mktemp('reddi')
   d = str(root / 'tff')
   fixtures.write_emnist(d)
@@ -50,17 +58,21 @@ def data_dir(tmp_path_factory):
   manual = root / 'manual'
   manual.mkdir()
   test_cifar10._write_archive(  # pylint: disable=protected-access
-      str(manual / 'cifar-10-binary.tar.gz'), (x_train, np.arange(20) % 10),
-      (x_test, np.arange(7) % 10))
+    str(manual / 'cifar-10-binary.tar.gz'),
+    (x_train, np.arange(20) % 10),
+    (x_test, np.arange(7) % 10),
+  )
   tfds.builder('cifar10', data_dir=str(root / 'tfds')).download_and_prepare(
-      download_config=tfds.download.DownloadConfig(manual_dir=str(manual)))
+    download_config=tfds.download.DownloadConfig(manual_dir=str(manual))
+  )
   return {'tff': d, 'tfds': str(root / 'tfds')}
 
 
 def _config(name, data_dir, **kwargs):
   if name == 'cifar10':
-    return tasks.TaskConfig(name=name, data_dir=data_dir['tfds'], seed=1, num_clients=4,
-                            examples_per_client=5, **kwargs)
+    return tasks.TaskConfig(
+      name=name, data_dir=data_dir['tfds'], seed=1, num_clients=4, examples_per_client=5, **kwargs
+    )
   return tasks.TaskConfig(name=name, data_dir=data_dir['tff'], seed=1, **kwargs)
 
 
@@ -70,6 +82,7 @@ def built(data_dir):
 
 
 # ------------------------------------------------------------------------- preprocessing rules
+
 
 def test_shakespeare_rows_frame_pad_and_split():
   a, b = shakespeare.CHAR_VOCAB.index('a') + 1, shakespeare.CHAR_VOCAB.index('b') + 1
@@ -82,8 +95,9 @@ def test_shakespeare_rows_frame_pad_and_split():
   assert shakespeare.snippet_rows(b'a' * 79).shape == (1, 81)
   two = shakespeare.snippet_rows(b'a' * 80)
   assert two.shape == (2, 81) and two[1, 0] == 89 and not two[1, 1:].any()
-  arrays = shakespeare.to_arrays(collections.OrderedDict(snippets=np.array([b'ab', b'a' * 80],
-                                                                            object)))
+  arrays = shakespeare.to_arrays(
+    collections.OrderedDict(snippets=np.array([b'ab', b'a' * 80], object))
+  )
   np.testing.assert_array_equal(arrays['x'][:, 1:], arrays['y'][:, :-1])  # shifted by one
   assert arrays['x'].shape == (3, 80) and arrays['x'].dtype == np.int32
   assert len(set(shakespeare.CHAR_VOCAB)) == 86 and shakespeare.VOCAB_SIZE == 90
@@ -106,9 +120,11 @@ def test_so_nwp_arrays_truncate_frame_and_cap():
 
 def test_so_lr_arrays_bag_of_words_and_tags():
   word_ids, tag_ids = {b'the': 0, b'a': 1}, {b'python': 3}
-  raw = collections.OrderedDict(tokens=np.array([b'the the zzz', b''], object),
-                                title=np.array([b'a', b''], object),
-                                tags=np.array([b'python|nope', b''], object))
+  raw = collections.OrderedDict(
+    tokens=np.array([b'the the zzz', b''], object),
+    title=np.array([b'a', b''], object),
+    tags=np.array([b'python|nope', b''], object),
+  )
   arrays = stackoverflow.lr_arrays(raw, word_ids, tag_ids)
   assert arrays['x'].shape == (2, 10000) and arrays['y'].shape == (2, 500)
   # 'the the zzz a': 4 words, OOV included in the count then dropped: the 2/4, a 1/4.
@@ -133,18 +149,22 @@ def test_sum_reduced_losses_of_emnist_ae_and_so_lr(built):
   y, p = rng.uniform(size=(2, 3, 784)).astype(np.float32)
   # EMNIST AE: per example the mean squared error over 784 pixels, summed over the 3 examples.
   assert float(built['emnist_ae'].loss_fn()(y, p)) == pytest.approx(
-      ((y - p)**2).mean(axis=1).sum(), rel=1e-5)
+    ((y - p) ** 2).mean(axis=1).sum(), rel=1e-5
+  )
   # SO LR: per example the mean binary cross-entropy over 500 tags (on logits), summed.
   labels = (rng.uniform(size=(3, 500)) < 0.01).astype(np.float32)
   z = rng.normal(size=(3, 500)).astype(np.float32)
   bce = np.maximum(z, 0) - z * labels + np.log1p(np.exp(-np.abs(z)))
   assert float(built['so_lr'].loss_fn()(labels, z)) == pytest.approx(
-      bce.mean(axis=1).sum(), rel=1e-5)
+    bce.mean(axis=1).sum(), rel=1e-5
+  )
 
 
 def test_pool_clients_reads_once_and_returns_views():
-  clients = {'b': collections.OrderedDict(x=np.arange(6).reshape(3, 2), y=np.arange(3)),
-             'a': collections.OrderedDict(x=np.arange(6, 10).reshape(2, 2), y=np.arange(3, 5))}
+  clients = {
+    'b': collections.OrderedDict(x=np.arange(6).reshape(3, 2), y=np.arange(3)),
+    'a': collections.OrderedDict(x=np.arange(6, 10).reshape(2, 2), y=np.arange(3, 5)),
+  }
   pooled, views = tasks.base.pool_clients(clients)
   np.testing.assert_array_equal(pooled['x'], np.arange(10).reshape(5, 2))  # mapping order
   np.testing.assert_array_equal(pooled['y'], np.arange(5))
@@ -157,6 +177,7 @@ def test_pool_clients_reads_once_and_returns_views():
 
 
 # ------------------------------------------------------------------------- defaults and registry
+
 
 def test_registry_defaults_are_the_published_settings():
   for name in REDDI_TASKS:
@@ -177,7 +198,9 @@ PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_presets_are_the_published_tables_and_parse_as_trainer_flags():
   from absl import flags  # pylint: disable=g-import-not-at-top
-  from run import flags as trainer_flags  # pylint: disable=g-import-not-at-top,unused-import
+
+  from run import flags as trainer_flags  # noqa: F401  (defines the flags)
+
   pairs = published.preset_pairs()
   # 6 tasks with published learning rates x 5 optimizers (cifar10 has none).
   assert len(pairs) == 30 and not any(t == 'cifar10' for t, _ in pairs)
@@ -200,7 +223,8 @@ def test_presets_are_the_published_tables_and_parse_as_trainer_flags():
       assert float(values[name]) == value
   # Spot check against the paper: FedYogi on Stack Overflow NWP, Table 8 (-0.5, -2), Table 9 -5.
   assert published.tuned('so_nwp', 'yogi') == pytest.approx(
-      {'client_learning_rate': 10**-0.5, 'server_learning_rate': 0.01, 'tau': 1e-5})
+    {'client_learning_rate': 10**-0.5, 'server_learning_rate': 0.01, 'tau': 1e-5}
+  )
 
 
 def test_missing_files_name_the_file_and_fetch_command(tmp_path):
@@ -213,6 +237,7 @@ def test_missing_files_name_the_file_and_fetch_command(tmp_path):
 
 # ------------------------------------------------------------------------- Stack Overflow eval
 
+
 def test_stackoverflow_validation_sample_and_full_test(built, monkeypatch, data_dir):
   task = built['so_nwp']
   full = [c for c in task.final_test()]
@@ -220,8 +245,9 @@ def test_stackoverflow_validation_sample_and_full_test(built, monkeypatch, data_
   # The full test split read by global index equals TFF's clients, in TFF's order, uncapped.
   splits = datasets.load_federated('stackoverflow', data_dir['tff'])
   word_ids = {w.encode(): k for k, w in enumerate(datasets.load_word_counts(data_dir['tff']))}
-  by_client = tasks.base.concat_clients(datasets.MappedClients(
-      splits.test, lambda raw: stackoverflow.nwp_arrays(raw, word_ids)))
+  by_client = tasks.base.concat_clients(
+    datasets.MappedClients(splits.test, lambda raw: stackoverflow.nwp_arrays(raw, word_ids))
+  )
   np.testing.assert_array_equal(np.sort(full['x'], axis=0), np.sort(by_client['x'], axis=0))
   total = len(full['x'])
   assert task.eval_sample_size == total  # fewer than 10,000 test examples in the fixture
@@ -240,6 +266,7 @@ def test_stackoverflow_validation_sample_and_full_test(built, monkeypatch, data_
 
 # ------------------------------------------------------------------------- model, round, eval
 
+
 @pytest.mark.parametrize('name', REDDI_TASKS)
 def test_task_model_loss_metrics_and_one_federated_round(built, name):
   task = built[name]
@@ -250,7 +277,8 @@ def test_task_model_loss_metrics_and_one_federated_round(built, name):
   arrays = task.train_clients[cid]
   assert set(arrays) == {'x', 'y'} and len(arrays['x']) == len(arrays['y']) > 0
   assert {k: v.dtype for k, v in arrays.items()} == {
-      k: v.dtype for k, v in task.central_test.items()}
+    k: v.dtype for k, v in task.central_test.items()
+  }
   predictions = model(arrays['x'][:4], training=True)
   loss = float(task.loss_fn()(arrays['y'][:4], predictions))
   assert np.isfinite(loss) and loss > 0
@@ -263,10 +291,10 @@ def test_task_model_loss_metrics_and_one_federated_round(built, name):
   ids = task.client_ids[:2]
   lr = task.defaults.client_learning_rates.get('sgd', task.defaults.client_learning_rate)
   process = fedopt.build_fedopt(
-      lambda: task.model_fn(0),
-      client_work.ClientTrainingConfig(learning_rate=lr,
-                                       batch_size=task.defaults.client_batch_size),
-      optimizers.build_fedavg_sgd(1.0))
+    lambda: task.model_fn(0),
+    client_work.ClientTrainingConfig(learning_rate=lr, batch_size=task.defaults.client_batch_size),
+    optimizers.build_fedavg_sgd(1.0),
+  )
   w0 = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(0))
   state = process.set_model_weights(process.initialize(), w0)
 

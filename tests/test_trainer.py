@@ -35,9 +35,10 @@ RUN_TIMEOUT_S = 300
 # TF 2.14 prints these three lines at `import tensorflow` whatever TF_CPP_MIN_LOG_LEVEL < 3 is
 # (tensorflow/tensorflow#62075); they are the only stderr lines the tests ignore.
 _TF_IMPORT_NOISE = re.compile(
-    r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+\] Unable to register cu(DNN|FFT|BLAS) '
-    r'factory: Attempting to register factory for plugin cu(DNN|FFT|BLAS) when one has '
-    r'already been registered$')
+  r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+\] Unable to register cu(DNN|FFT|BLAS) '
+  r'factory: Attempting to register factory for plugin cu(DNN|FFT|BLAS) when one has '
+  r'already been registered$'
+)
 
 
 def _env() -> dict:
@@ -66,8 +67,8 @@ def _stat(pid: int):
       text = f.read()
   except (FileNotFoundError, ProcessLookupError):
     return None
-  comm = text[text.index('(') + 1:text.rindex(')')]
-  rest = text[text.rindex(')') + 2:].split()
+  comm = text[text.index('(') + 1 : text.rindex(')')]
+  rest = text[text.rindex(')') + 2 :].split()
   return comm, rest[0], int(rest[1]), int(rest[19])
 
 
@@ -96,8 +97,10 @@ def _assert_workers_gone(workers, within_s: float = 5.0) -> None:
     if not alive:
       return
     if time.monotonic() > deadline:
-      raise AssertionError(f'worker_binary processes {alive} (pid, start time) are still '
-                           f'running {within_s} s after their trainer ended')
+      raise AssertionError(
+        f'worker_binary processes {alive} (pid, start time) are still '
+        f'running {within_s} s after their trainer ended'
+      )
     time.sleep(0.05)
 
 
@@ -111,15 +114,23 @@ class Trainer:
   def __init__(self, args):
     self.args = list(args)
     self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-        _command(self.args), cwd=REPO, env=_env(), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+      _command(self.args),
+      cwd=REPO,
+      env=_env(),
+      stdin=subprocess.DEVNULL,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
     self.workers = set()
     self._out, self._err = [], []
     self._out_closed = False
     self._cond = threading.Condition()
     self._stop_watching = threading.Event()
-    self._threads = [threading.Thread(target=f, daemon=True)
-                     for f in (self._read_stdout, self._read_stderr, self._watch_workers)]
+    self._threads = [
+      threading.Thread(target=f, daemon=True)
+      for f in (self._read_stdout, self._read_stderr, self._watch_workers)
+    ]
     for t in self._threads:
       t.start()
 
@@ -185,8 +196,10 @@ class Trainer:
     return _stderr_lines(self.stderr)
 
   def report(self) -> str:
-    return (f'command: {" ".join(self.args)}\nexit code: {self.proc.returncode}\n'
-            f'--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}')
+    return (
+      f'command: {" ".join(self.args)}\nexit code: {self.proc.returncode}\n'
+      f'--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}'
+    )
 
 
 def run_trainer(args, expect_rc: int = 0) -> Trainer:
@@ -214,8 +227,11 @@ def _read_metrics(experiment_dir: pathlib.Path):
 
 def _snapshot(directory: pathlib.Path) -> dict:
   """{relative path: bytes} of every file under `directory`."""
-  return {str(p.relative_to(directory)): p.read_bytes()
-          for p in sorted(directory.rglob('*')) if p.is_file()}
+  return {
+    str(p.relative_to(directory)): p.read_bytes()
+    for p in sorted(directory.rglob('*'))
+    if p.is_file()
+  }
 
 
 def _client_eval(experiment_dir: pathlib.Path) -> dict:
@@ -233,36 +249,61 @@ def _leaf(hparams: dict, dotted: str):
 
 _SMOKE_ROUNDS = 3
 _SMOKE = [
-    # (task, server optimizer, extra flags, {hparams.json leaf: expected value})
-    ('synthetic', 'sgd', ['--client_lr_schedule=step_decay'],
-     {'client.lr_schedule.name': 'step_decay'}),
-    ('synthetic', 'sgdm', ['--client_optimizer=sgdm'], {'client.momentum': 0.9}),
-    ('synthetic', 'adagrad', ['--client_lr_schedule=exp_decay'],
-     {'client.lr_schedule.name': 'exp_decay'}),
-    ('synthetic', 'adam', ['--server_learning_rate=0.01'], {'server.learning_rate': 0.01}),
-    ('synthetic', 'yogi', ['--server_learning_rate=0.01', '--adaptive_variant=algorithm2'],
-     {'server.variant': 'algorithm2'}),
-    # fmnist: a population of 20 Dirichlet clients x 500 examples (same partitioner, fewer
-    # clients to evaluate), evaluated once, after round 3 (on the 10,000 test images).
-    ('fmnist', 'sgd', ['--num_clients=20', '--rounds_per_eval=3'], {'task.num_clients': 20}),
-    ('fmnist', 'adam', ['--num_clients=20', '--rounds_per_eval=3',
-                        '--server_learning_rate=0.01'], {'task.num_clients': 20}),
+  # (task, server optimizer, extra flags, {hparams.json leaf: expected value})
+  (
+    'synthetic',
+    'sgd',
+    ['--client_lr_schedule=step_decay'],
+    {'client.lr_schedule.name': 'step_decay'},
+  ),
+  ('synthetic', 'sgdm', ['--client_optimizer=sgdm'], {'client.momentum': 0.9}),
+  (
+    'synthetic',
+    'adagrad',
+    ['--client_lr_schedule=exp_decay'],
+    {'client.lr_schedule.name': 'exp_decay'},
+  ),
+  ('synthetic', 'adam', ['--server_learning_rate=0.01'], {'server.learning_rate': 0.01}),
+  (
+    'synthetic',
+    'yogi',
+    ['--server_learning_rate=0.01', '--adaptive_variant=algorithm2'],
+    {'server.variant': 'algorithm2'},
+  ),
+  # fmnist: a population of 20 Dirichlet clients x 500 examples (same partitioner, fewer
+  # clients to evaluate), evaluated once, after round 3 (on the 10,000 test images).
+  ('fmnist', 'sgd', ['--num_clients=20', '--rounds_per_eval=3'], {'task.num_clients': 20}),
+  (
+    'fmnist',
+    'adam',
+    ['--num_clients=20', '--rounds_per_eval=3', '--server_learning_rate=0.01'],
+    {'task.num_clients': 20},
+  ),
 ]
 
 
-@pytest.mark.parametrize('task,optimizer,extra,expected_hparams', _SMOKE,
-                         ids=[f'{t}-{o}' for t, o, _, _ in _SMOKE])
+@pytest.mark.parametrize(
+  'task,optimizer,extra,expected_hparams', _SMOKE, ids=[f'{t}-{o}' for t, o, _, _ in _SMOKE]
+)
 def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
   if task == 'fmnist' and not FMNIST_DIR.is_dir():
     pytest.skip(f'{FMNIST_DIR} missing (apt-get install dataset-fashion-mnist)')
-  trainer = run_trainer([f'--task={task}', f'--server_optimizer={optimizer}',
-                         f'--total_rounds={_SMOKE_ROUNDS}', '--rounds_per_eval=2',
-                         f'--root_output_dir={tmp_path}', *extra])  # a later flag wins
+  trainer = run_trainer(
+    [
+      f'--task={task}',
+      f'--server_optimizer={optimizer}',
+      f'--total_rounds={_SMOKE_ROUNDS}',
+      '--rounds_per_eval=2',
+      f'--root_output_dir={tmp_path}',
+      *extra,
+    ]
+  )  # a later flag wins
   assert trainer.stderr_lines == [], trainer.report()
   experiment = tmp_path / f'{task}_{optimizer}_seed1'
   rounds_per_eval = 3 if '--rounds_per_eval=3' in extra else 2
-  eval_rounds = [k for k in range(1, _SMOKE_ROUNDS + 1)
-                 if k % rounds_per_eval == 0 or k == _SMOKE_ROUNDS]
+  eval_rounds = [
+    k for k in range(1, _SMOKE_ROUNDS + 1) if k % rounds_per_eval == 0 or k == _SMOKE_ROUNDS
+  ]
 
   hparams = json.loads((experiment / 'hparams.json').read_text())
   assert hparams['server']['name'] == optimizer
@@ -273,8 +314,13 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
 
   header, rows = _read_metrics(experiment)
   assert header[0] == 'round_num'
-  for column in ('train_loss', 'eval_loss', 'eval_accuracy', 'eval_client_accuracy_worst30',
-                 'seconds_per_round'):
+  for column in (
+    'train_loss',
+    'eval_loss',
+    'eval_accuracy',
+    'eval_client_accuracy_worst30',
+    'seconds_per_round',
+  ):
     assert column in header
   assert [row['round_num'] for row in rows] == ['1', '2', '3']
   eval_columns = ('eval_loss', 'eval_accuracy', 'eval_client_accuracy_worst30')
@@ -287,21 +333,29 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
     else:
       assert all(row[c] == '' for c in eval_columns), row
   assert sorted(os.listdir(experiment / 'client_eval')) == [
-      f'round_{k:05d}.csv' for k in eval_rounds]
+    f'round_{k:05d}.csv' for k in eval_rounds
+  ]
   assert os.listdir(experiment / 'checkpoints') == [f'program_state_{_SMOKE_ROUNDS}']
 
   for k in range(1, _SMOKE_ROUNDS + 1):
     pattern = rf'^round {k}/{_SMOKE_ROUNDS} .*\btrain_loss=\S+ .*\d\.\d\ds/round eta \d+s$'
     assert any(re.search(pattern, l) for l in trainer.stdout.splitlines()), (
-        f'no progress line for round {k}\n{trainer.report()}')
+      f'no progress line for round {k}\n{trainer.report()}'
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # 2./3. Determinism and exact resumption, against one uninterrupted 8-round run A.
 
 _TOTAL = 8
-_RUN_A = ['--task=synthetic', '--server_optimizer=adam', '--server_learning_rate=0.01',
-          f'--total_rounds={_TOTAL}', '--rounds_per_eval=3', '--rounds_per_checkpoint=2']
+_RUN_A = [
+  '--task=synthetic',
+  '--server_optimizer=adam',
+  '--server_learning_rate=0.01',
+  f'--total_rounds={_TOTAL}',
+  '--rounds_per_eval=3',
+  '--rounds_per_checkpoint=2',
+]
 _RUN_A_NAME = 'synthetic_adam_seed1'
 
 
@@ -376,28 +430,41 @@ def test_hparams_mismatch_refuses_and_keeps_files(run_a, tmp_path):
 # 5. Bad input: exit 2, one stderr line naming the value and the valid choices/range, fast.
 
 _BAD_INPUT = {
-    'task': (['--task=nope'], ["--task='nope'", 'fmnist', 'synthetic']),
-    'server_optimizer': (['--task=synthetic', '--server_optimizer=nope'],
-                         ["--server_optimizer='nope'", 'sgd, sgdm, adagrad, adam, yogi']),
-    'client_optimizer': (['--task=synthetic', '--client_optimizer=nope'],
-                         ["--client_optimizer='nope'", 'sgd, sgdm']),
-    'adaptive_variant': (['--task=synthetic', '--adaptive_variant=nope'],
-                         ["--adaptive_variant='nope'", 'published', 'algorithm2']),
-    'server_learning_rate': (['--task=synthetic', '--server_learning_rate=0'],
-                             ['--server_learning_rate', '> 0', 'got 0.0']),
-    'client_learning_rate': (['--task=synthetic', '--client_learning_rate=-1'],
-                             ['--client_learning_rate', '> 0', 'got -1.0']),
-    'tau': (['--task=synthetic', '--server_optimizer=adam', '--tau=0'],
-            ['--tau', '> 0', 'got 0.0']),
-    'client_batch_size': (['--task=synthetic', '--client_batch_size=0'],
-                          ['--client_batch_size', '> 0', 'got 0']),
-    'total_rounds': (['--task=synthetic', '--total_rounds=0'],
-                     ['--total_rounds', '> 0', 'got 0']),
-    'clients_per_round': (['--task=synthetic', '--clients_per_round=1000'],
-                          ['clients_per_round', '[1, 100]', '1000']),
-    'data_dir': (['--task=fmnist', '--data_dir=/nonexistent'],
-                 ['/nonexistent/train-images-idx3-ubyte.gz',
-                  'apt-get install dataset-fashion-mnist']),
+  'task': (['--task=nope'], ["--task='nope'", 'fmnist', 'synthetic']),
+  'server_optimizer': (
+    ['--task=synthetic', '--server_optimizer=nope'],
+    ["--server_optimizer='nope'", 'sgd, sgdm, adagrad, adam, yogi'],
+  ),
+  'client_optimizer': (
+    ['--task=synthetic', '--client_optimizer=nope'],
+    ["--client_optimizer='nope'", 'sgd, sgdm'],
+  ),
+  'adaptive_variant': (
+    ['--task=synthetic', '--adaptive_variant=nope'],
+    ["--adaptive_variant='nope'", 'published', 'algorithm2'],
+  ),
+  'server_learning_rate': (
+    ['--task=synthetic', '--server_learning_rate=0'],
+    ['--server_learning_rate', '> 0', 'got 0.0'],
+  ),
+  'client_learning_rate': (
+    ['--task=synthetic', '--client_learning_rate=-1'],
+    ['--client_learning_rate', '> 0', 'got -1.0'],
+  ),
+  'tau': (['--task=synthetic', '--server_optimizer=adam', '--tau=0'], ['--tau', '> 0', 'got 0.0']),
+  'client_batch_size': (
+    ['--task=synthetic', '--client_batch_size=0'],
+    ['--client_batch_size', '> 0', 'got 0'],
+  ),
+  'total_rounds': (['--task=synthetic', '--total_rounds=0'], ['--total_rounds', '> 0', 'got 0']),
+  'clients_per_round': (
+    ['--task=synthetic', '--clients_per_round=1000'],
+    ['clients_per_round', '[1, 100]', '1000'],
+  ),
+  'data_dir': (
+    ['--task=fmnist', '--data_dir=/nonexistent'],
+    ['/nonexistent/train-images-idx3-ubyte.gz', 'apt-get install dataset-fashion-mnist'],
+  ),
 }
 _MAX_CPU_S = 30.0  # Flag errors cost a TF import (~6 CPU-s); a TFF process build costs more.
 
@@ -411,8 +478,13 @@ class _Spawned:
     self.stdout_path, self.stderr_path = directory / 'stdout', directory / 'stderr'
     with open(self.stdout_path, 'w') as out, open(self.stderr_path, 'w') as err:
       self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-          _command([*args, f'--root_output_dir={self.root}']), cwd=REPO, env=_env(),
-          stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        _command([*args, f'--root_output_dir={self.root}']),
+        cwd=REPO,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=err,
+      )
     self.workers = set()
     self.rc = self.cpu_s = None
 
@@ -440,16 +512,20 @@ class _Spawned:
     return self.stderr_path.read_text()
 
   def report(self) -> str:
-    return (f'command: {" ".join(self.args)}\nexit code: {self.rc}\n'
-            f'--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}')
+    return (
+      f'command: {" ".join(self.args)}\nexit code: {self.rc}\n'
+      f'--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}'
+    )
 
 
 @pytest.fixture(scope='module')
 def bad_input_runs(tmp_path_factory):
   """All bad-input runs, started at once (the 'abc' parse error included)."""
   cases = dict(_BAD_INPUT, parse_error=(['--task=synthetic', '--total_rounds=abc'], []))
-  runs = {name: _Spawned(args, tmp_path_factory.mktemp(f'bad_{name}'))
-          for name, (args, _) in cases.items()}
+  runs = {
+    name: _Spawned(args, tmp_path_factory.mktemp(f'bad_{name}'))
+    for name, (args, _) in cases.items()
+  }
   yield runs
   for run in runs.values():
     if run.rc is None:
@@ -486,8 +562,14 @@ def test_unparsable_flag_fails_without_traceback(bad_input_runs):
 # ---------------------------------------------------------------------------------------------
 # 6./7. Divergence (exit 3) and Ctrl-C (exit 130) keep what was written; no worker survives.
 
-_DIVERGING = ['--task=synthetic', '--server_optimizer=sgd', '--server_learning_rate=1e36',
-              '--total_rounds=6', '--rounds_per_eval=1', '--rounds_per_checkpoint=1']
+_DIVERGING = [
+  '--task=synthetic',
+  '--server_optimizer=sgd',
+  '--server_learning_rate=1e36',
+  '--total_rounds=6',
+  '--rounds_per_eval=1',
+  '--rounds_per_checkpoint=1',
+]
 
 
 def _train_columns(row: dict) -> dict:
@@ -525,8 +607,14 @@ def test_divergence_exits_3_and_keeps_earlier_rounds(run_a, tmp_path):
 
 
 def test_sigint_exits_130_and_stops_worker(tmp_path):
-  trainer = Trainer(['--task=synthetic', '--total_rounds=1000', '--rounds_per_checkpoint=1',
-                     f'--root_output_dir={tmp_path}'])
+  trainer = Trainer(
+    [
+      '--task=synthetic',
+      '--total_rounds=1000',
+      '--rounds_per_checkpoint=1',
+      f'--root_output_dir={tmp_path}',
+    ]
+  )
   trainer.wait_for_line(r'^round 2/1000 ')
   os.kill(trainer.proc.pid, signal.SIGINT)
   assert trainer.finish(timeout_s=180) == 130, trainer.report()

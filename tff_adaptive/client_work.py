@@ -46,6 +46,7 @@ class ClientTrainingConfig:
     batch_size: B, >= 1.
     lr_schedule: the client learning-rate schedule over rounds.
   """
+
   learning_rate: float = 0.1
   momentum: float = 0.0
   epochs: int = 1
@@ -63,8 +64,7 @@ class ClientTrainingConfig:
       raise ValueError(f'client batch_size must be >= 1, got {self.batch_size}')
 
   def optimizer(self) -> tff.learning.optimizers.Optimizer:
-    return tff.learning.optimizers.build_sgdm(
-        self.learning_rate, momentum=self.momentum or None)
+    return tff.learning.optimizers.build_sgdm(self.learning_rate, momentum=self.momentum or None)
 
 
 def epoch_permutations(n: tf.Tensor, epochs: int, seed: tf.Tensor) -> tf.Tensor:
@@ -73,19 +73,20 @@ def epoch_permutations(n: tf.Tensor, epochs: int, seed: tf.Tensor) -> tf.Tensor:
   perms = []
   for e in range(epochs):
     keys = tf.random.stateless_uniform(
-        [n], seed=tf.stack([seed[0], seed[1] * 1009 + e]), dtype=tf.float32)
+      [n], seed=tf.stack([seed[0], seed[1] * 1009 + e]), dtype=tf.float32
+    )
     perms.append(tf.argsort(keys, stable=True))
   return tf.stack(perms)
 
 
 def local_training(
-    model: tff.learning.models.VariableModel,
-    optimizer: tff.learning.optimizers.Optimizer,
-    learning_rate: tf.Tensor,
-    initial_weights: tff.learning.models.ModelWeights,
-    data: collections.OrderedDict,
-    batch_size: int,
-    epochs: int,
+  model: tff.learning.models.VariableModel,
+  optimizer: tff.learning.optimizers.Optimizer,
+  learning_rate: tf.Tensor,
+  initial_weights: tff.learning.models.ModelWeights,
+  data: collections.OrderedDict,
+  batch_size: int,
+  epochs: int,
 ) -> tuple[tff.learning.templates.ClientResult, tf.Tensor]:
   """Runs E epochs of minibatch ClientOpt from `initial_weights` on one client's tensors.
 
@@ -103,8 +104,7 @@ def local_training(
   """
   weights = tff.learning.models.ModelWeights.from_model(model)
   tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
-  features = collections.OrderedDict(
-      (k, v) for k, v in data.items() if k != SEED_KEY)
+  features = collections.OrderedDict((k, v) for k, v in data.items() if k != SEED_KEY)
   n = tf.shape(tf.nest.flatten(features)[0])[0]
   steps_per_epoch = (n + batch_size - 1) // batch_size
   seed = tf.cast(data[SEED_KEY], tf.int64)
@@ -116,7 +116,7 @@ def local_training(
 
   def step(i, opt_state):
     epoch, b = i // steps_per_epoch, i % steps_per_epoch
-    idx = perms[epoch, b * batch_size:tf.minimum((b + 1) * batch_size, n)]
+    idx = perms[epoch, b * batch_size : tf.minimum((b + 1) * batch_size, n)]
     batch = tf.nest.map_structure(lambda t: tf.gather(t, idx), features)
     step_seed = tf.stack([seed[0], seed[1] * 1_000_003 + tf.cast(i, tf.int64)])
     with tf.GradientTape() as tape, stateless_dropout.step_seeds(step_seed):
@@ -127,13 +127,12 @@ def local_training(
       v.assign(w)
     return i + 1, opt_state
 
-  tf.while_loop(lambda i, _: i < steps_per_epoch * epochs, step,
-                (tf.constant(0), opt_state))
-  update = tf.nest.map_structure(
-      tf.subtract, initial_weights.trainable, weights.trainable)
+  tf.while_loop(lambda i, _: i < steps_per_epoch * epochs, step, (tf.constant(0), opt_state))
+  update = tf.nest.map_structure(tf.subtract, initial_weights.trainable, weights.trainable)
   num_examples = tf.cast(n, tf.float32)
   return tff.learning.templates.ClientResult(
-      update=update, update_weight=num_examples), num_examples
+    update=update, update_weight=num_examples
+  ), num_examples
 
 
 def client_data_type(model: tff.learning.models.VariableModel) -> tff.Type:
@@ -147,8 +146,8 @@ def client_data_type(model: tff.learning.models.VariableModel) -> tff.Type:
 
 
 def build_local_sgd_client_work(
-    model_fn: Callable[[], tff.learning.models.VariableModel],
-    config: ClientTrainingConfig,
+  model_fn: Callable[[], tff.learning.models.VariableModel],
+  config: ClientTrainingConfig,
 ) -> tff.learning.templates.ClientWorkProcess:
   """FedOpt's client work (Algorithm 5) with a round-indexed client learning rate.
 
@@ -167,8 +166,7 @@ def build_local_sgd_client_work(
     model = model_fn()
     weights_type = tff.learning.models.weights_type_from_model(model)
     data_type = client_data_type(model)
-    metrics_aggregation_fn = tff.learning.metrics.sum_then_finalize(
-        model.metric_finalizers())
+    metrics_aggregation_fn = tff.learning.metrics.sum_then_finalize(model.metric_finalizers())
 
   @tff.tensorflow.computation
   def initial_round():
@@ -193,23 +191,26 @@ def build_local_sgd_client_work(
     @tf.function
     def train():
       tensors = data.get_single_element()
-      result, _ = local_training(local_model, optimizer, lr, initial_weights,
-                                 tensors, config.batch_size, config.epochs)
+      result, _ = local_training(
+        local_model, optimizer, lr, initial_weights, tensors, config.batch_size, config.epochs
+      )
       return result, local_model.report_local_unfinalized_metrics()
 
     return train()
 
   @tff.federated_computation(
-      init_fn.type_signature.result,
-      tff.FederatedType(weights_type, tff.CLIENTS),
-      tff.FederatedType(data_type, tff.CLIENTS))
+    init_fn.type_signature.result,
+    tff.FederatedType(weights_type, tff.CLIENTS),
+    tff.FederatedType(data_type, tff.CLIENTS),
+  )
   def next_fn(state, weights, client_data):
     lr = tff.federated_broadcast(tff.federated_map(client_lr, state))
-    client_result, model_outputs = tff.federated_map(
-        client_update, (lr, weights, client_data))
-    measurements = tff.federated_zip(collections.OrderedDict(
-        train=metrics_aggregation_fn(model_outputs)))
+    client_result, model_outputs = tff.federated_map(client_update, (lr, weights, client_data))
+    measurements = tff.federated_zip(
+      collections.OrderedDict(train=metrics_aggregation_fn(model_outputs))
+    )
     return tff.templates.MeasuredProcessOutput(
-        tff.federated_map(next_round, state), client_result, measurements)
+      tff.federated_map(next_round, state), client_result, measurements
+    )
 
   return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)

@@ -9,8 +9,9 @@ federated computation, so it costs no TFF runtime overhead.
 """
 
 import collections
-from collections.abc import Callable, Iterable, Mapping
-from typing import Optional
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -24,8 +25,9 @@ def lower_is_better(metric_name: str) -> bool:
   return any(word in metric_name for word in ('loss', 'error', 'mse', 'perplexity'))
 
 
-def distribution_summary(values: np.ndarray,
-                         higher_is_better: bool = True) -> collections.OrderedDict:
+def distribution_summary(
+  values: np.ndarray, higher_is_better: bool = True
+) -> collections.OrderedDict:
   """Mean, population std, worst-30% mean, min, and 10/50/90th percentiles over clients.
 
   "worst30" is the average over the ceil(0.3 K) (at least one) worst clients: those with the
@@ -38,19 +40,26 @@ def distribution_summary(values: np.ndarray,
   k = max(1, int(np.ceil(0.3 * values.size)))
   worst = values[:k] if higher_is_better else values[-k:]
   return collections.OrderedDict(
-      mean=float(values.mean()), std=float(values.std()),
-      worst30=float(worst.mean()), min=float(values[0]),
-      p10=float(np.percentile(values, 10)), p50=float(np.percentile(values, 50)),
-      p90=float(np.percentile(values, 90)))
+    mean=float(values.mean()),
+    std=float(values.std()),
+    worst30=float(worst.mean()),
+    min=float(values[0]),
+    p10=float(np.percentile(values, 10)),
+    p50=float(np.percentile(values, 50)),
+    p90=float(np.percentile(values, 90)),
+  )
 
 
 class Evaluator:
   """Evaluates model weights on arrays with one Keras model reused across calls."""
 
-  def __init__(self, keras_model_fn: Callable[[], tf.keras.Model],
-               loss_fn: Callable[[], tf.keras.losses.Loss],
-               metrics_fn: Callable[[], list[tf.keras.metrics.Metric]],
-               batch_size: int = 1000):
+  def __init__(
+    self,
+    keras_model_fn: Callable[[], tf.keras.Model],
+    loss_fn: Callable[[], tf.keras.losses.Loss],
+    metrics_fn: Callable[[], list[tf.keras.metrics.Metric]],
+    batch_size: int = 1000,
+  ):
     self._model = keras_model_fn()
     self._loss = loss_fn()
     self._loss.reduction = tf.keras.losses.Reduction.NONE
@@ -65,14 +74,16 @@ class Evaluator:
     per_element = self._loss(y, predictions)  # [batch] or [batch, time] for sequences
     return tf.reduce_sum(per_element), tf.cast(tf.size(per_element), tf.float64)
 
-  def evaluate(self, weights: tff.learning.models.ModelWeights,
-               data: Mapping[str, np.ndarray]) -> collections.OrderedDict:
+  def evaluate(
+    self, weights: tff.learning.models.ModelWeights, data: Mapping[str, np.ndarray]
+  ) -> collections.OrderedDict:
     """Returns OrderedDict(loss=mean loss per example (per token for sequences), <metric>=...)."""
     weights.assign_weights_to(self._model)
     return self._evaluate_assigned(data)
 
-  def evaluate_chunks(self, weights: tff.learning.models.ModelWeights,
-                      chunks: Iterable[Mapping[str, np.ndarray]]) -> collections.OrderedDict:
+  def evaluate_chunks(
+    self, weights: tff.learning.models.ModelWeights, chunks: Iterable[Mapping[str, np.ndarray]]
+  ) -> collections.OrderedDict:
     """Like `evaluate`, over data too large for memory, given as consecutive chunks."""
     weights.assign_weights_to(self._model)
     return self._evaluate_assigned(*chunks)
@@ -85,7 +96,8 @@ class Evaluator:
       x, y = data['x'], data['y']
       for start in range(0, len(y), self._batch_size):
         batch_sum, batch_count = self._batch_step(
-            x[start:start + self._batch_size], y[start:start + self._batch_size])
+          x[start : start + self._batch_size], y[start : start + self._batch_size]
+        )
         loss_sum += float(batch_sum)
         count += float(batch_count)
     # Mean loss per loss element: per example, or per token for sequence models. (A task
@@ -97,9 +109,10 @@ class Evaluator:
     return results
 
   def evaluate_clients(
-      self, weights: tff.learning.models.ModelWeights,
-      clients: Mapping[str, Mapping[str, np.ndarray]],
-      client_ids: Optional[list[str]] = None,
+    self,
+    weights: tff.learning.models.ModelWeights,
+    clients: Mapping[str, Mapping[str, np.ndarray]],
+    client_ids: list[str] | None = None,
   ) -> tuple[collections.OrderedDict, dict[str, collections.OrderedDict]]:
     """Evaluates on each client's data; returns (summary per metric, per-client results).
 
@@ -110,8 +123,9 @@ class Evaluator:
     per_client = {cid: self._evaluate_assigned(clients[cid]) for cid in ids}
     summary = collections.OrderedDict()
     for name in next(iter(per_client.values())):
-      stats = distribution_summary([r[name] for r in per_client.values()],
-                                   higher_is_better=not lower_is_better(name))
+      stats = distribution_summary(
+        [r[name] for r in per_client.values()], higher_is_better=not lower_is_better(name)
+      )
       for stat, value in stats.items():
         summary[f'{name}_{stat}'] = value
     return summary, per_client

@@ -17,7 +17,6 @@ Only the finalizer's optimizer differs between the five algorithms.
 """
 
 from collections.abc import Callable
-from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -28,11 +27,11 @@ from tff_adaptive import schedules
 
 
 def build_fedopt(
-    model_fn: Callable[[], tff.learning.models.VariableModel],
-    client_config: client_work_lib.ClientTrainingConfig,
-    server_optimizer: tff.learning.optimizers.Optimizer,
-    server_lr_schedule: Optional[schedules.Schedule] = None,
-    model_aggregator: Optional[tff.aggregators.WeightedAggregationFactory] = None,
+  model_fn: Callable[[], tff.learning.models.VariableModel],
+  client_config: client_work_lib.ClientTrainingConfig,
+  server_optimizer: tff.learning.optimizers.Optimizer,
+  server_lr_schedule: schedules.Schedule | None = None,
+  model_aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds a FedOpt `LearningProcess` (Reddi et al. 2021, Algorithm 5).
 
@@ -57,7 +56,8 @@ def build_fedopt(
   """
   if server_lr_schedule is not None:
     server_optimizer = tff.learning.optimizers.schedule_learning_rate(
-        server_optimizer, server_lr_schedule)
+      server_optimizer, server_lr_schedule
+    )
   with tf.Graph().as_default():
     weights_type = tff.learning.models.weights_type_from_model(model_fn())
 
@@ -68,8 +68,9 @@ def build_fedopt(
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   client_work = client_work_lib.build_local_sgd_client_work(model_fn, client_config)
   aggregator = (model_aggregator or tff.aggregators.MeanFactory()).create(
-      weights_type.trainable, tff.TensorType(np.float32))
-  finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
-      server_optimizer, weights_type)
+    weights_type.trainable, tff.TensorType(np.float32)
+  )
+  finalizer = tff.learning.templates.build_apply_optimizer_finalizer(server_optimizer, weights_type)
   return tff.learning.templates.compose_learning_process(
-      initial_model_weights_fn, distributor, client_work, aggregator, finalizer)
+    initial_model_weights_fn, distributor, client_work, aggregator, finalizer
+  )

@@ -36,23 +36,19 @@ def adagrad_second_moment(v_prev: tf.Tensor, g: tf.Tensor) -> tf.Tensor:
   return v_prev + tf.square(g)
 
 
-def adam_second_moment(
-    v_prev: tf.Tensor, g: tf.Tensor, beta_2: tf.Tensor
-) -> tf.Tensor:
+def adam_second_moment(v_prev: tf.Tensor, g: tf.Tensor, beta_2: tf.Tensor) -> tf.Tensor:
   """v_t = beta_2 * v_{t-1} + (1 - beta_2) * g_t^2 (Algorithm 2, line 13, FedAdam)."""
   return beta_2 * v_prev + (1.0 - beta_2) * tf.square(g)
 
 
-def yogi_second_moment(
-    v_prev: tf.Tensor, g: tf.Tensor, beta_2: tf.Tensor
-) -> tf.Tensor:
+def yogi_second_moment(v_prev: tf.Tensor, g: tf.Tensor, beta_2: tf.Tensor) -> tf.Tensor:
   """v_t = v_{t-1} - (1 - beta_2) * g_t^2 * sign(v_{t-1} - g_t^2) (FedYogi)."""
   g2 = tf.square(g)
   return v_prev - (1.0 - beta_2) * g2 * tf.sign(v_prev - g2)
 
 
 def bias_corrected_learning_rate(
-    eta: tf.Tensor, beta_1: tf.Tensor, beta_2: tf.Tensor, t: tf.Tensor
+  eta: tf.Tensor, beta_1: tf.Tensor, beta_2: tf.Tensor, t: tf.Tensor
 ) -> tf.Tensor:
   """eta_t = eta * sqrt(1 - beta_2^t) / (1 - beta_1^t), t = 1, 2, ... (Kingma & Ba 2015).
 
@@ -63,7 +59,7 @@ def bias_corrected_learning_rate(
 
 
 def adaptive_step(
-    x: tf.Tensor, m: tf.Tensor, v: tf.Tensor, eta: tf.Tensor, tau: tf.Tensor
+  x: tf.Tensor, m: tf.Tensor, v: tf.Tensor, eta: tf.Tensor, tau: tf.Tensor
 ) -> tf.Tensor:
   """x_{t+1} = x_t - eta * m_t / (sqrt(v_t) + tau) (Algorithm 2, line 14; tau outside sqrt)."""
   return x - eta * m / (tf.sqrt(v) + tau)

@@ -24,7 +24,7 @@ use it. All optimizers keep their learning rate under ``LEARNING_RATE_KEY`` so t
 import collections
 from collections.abc import Callable
 import dataclasses
-from typing import Any, Optional
+from typing import Any
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -47,9 +47,9 @@ _HPARAMS_KEYS = (LEARNING_RATE_KEY, _BETA_1_KEY, _BETA_2_KEY, _TAU_KEY)
 
 def _second_moment_rule(name: str) -> Callable[[Any, Any, Any], Any]:
   rules = {
-      'adagrad': lambda v, g, beta_2: fedopt_math.adagrad_second_moment(v, g),
-      'adam': fedopt_math.adam_second_moment,
-      'yogi': fedopt_math.yogi_second_moment,
+    'adagrad': lambda v, g, beta_2: fedopt_math.adagrad_second_moment(v, g),
+    'adam': fedopt_math.adam_second_moment,
+    'yogi': fedopt_math.yogi_second_moment,
   }
   return rules[name]
 
@@ -58,14 +58,14 @@ class _AdaptiveServerOptimizer(tff.learning.optimizers.Optimizer):
   """One optimizer for Algorithm 2's three rules; see the builders for the update."""
 
   def __init__(
-      self,
-      rule: str,
-      learning_rate: float,
-      beta_1: float,
-      beta_2: float,
-      tau: float,
-      initial_accumulator_value: float,
-      bias_correction: bool,
+    self,
+    rule: str,
+    learning_rate: float,
+    beta_1: float,
+    beta_2: float,
+    tau: float,
+    initial_accumulator_value: float,
+    bias_correction: bool,
   ):
     self._rule = rule
     self._second_moment = _second_moment_rule(rule)
@@ -79,7 +79,8 @@ class _AdaptiveServerOptimizer(tff.learning.optimizers.Optimizer):
   def initialize(self, specs: Any) -> collections.OrderedDict:
     zeros = lambda s: tf.zeros(s.shape, s.dtype)
     v0 = lambda s: tf.fill(s.shape, tf.constant(self._v0, s.dtype))
-    return collections.OrderedDict([
+    return collections.OrderedDict(
+      [
         (LEARNING_RATE_KEY, self._lr),
         (_BETA_1_KEY, self._beta_1),
         (_BETA_2_KEY, self._beta_2),
@@ -87,7 +88,8 @@ class _AdaptiveServerOptimizer(tff.learning.optimizers.Optimizer):
         (_STEP_KEY, 0),
         (_FIRST_MOMENT_KEY, tf.nest.map_structure(zeros, specs)),
         (_SECOND_MOMENT_KEY, tf.nest.map_structure(v0, specs)),
-    ])
+      ]
+    )
 
   def next(self, state, weights, gradients):
     lr = state[LEARNING_RATE_KEY]
@@ -97,10 +99,10 @@ class _AdaptiveServerOptimizer(tff.learning.optimizers.Optimizer):
     step = state[_STEP_KEY] + 1
     if self._bias_correction:
       eta = fedopt_math.bias_corrected_learning_rate(
-          tf.cast(lr, tf.float32),
-          tf.cast(beta_1, tf.float32),
-          tf.cast(beta_2, tf.float32),
-          tf.cast(step, tf.float32),
+        tf.cast(lr, tf.float32),
+        tf.cast(beta_1, tf.float32),
+        tf.cast(beta_2, tf.float32),
+        tf.cast(step, tf.float32),
       )
     else:
       eta = lr
@@ -109,19 +111,17 @@ class _AdaptiveServerOptimizer(tff.learning.optimizers.Optimizer):
       dtype = x.dtype
       m = fedopt_math.first_moment(m, g, tf.cast(beta_1, dtype))
       v = self._second_moment(v, g, tf.cast(beta_2, dtype))
-      x = fedopt_math.adaptive_step(
-          x, m, v, tf.cast(eta, dtype), tf.cast(tau, dtype)
-      )
+      x = fedopt_math.adaptive_step(x, m, v, tf.cast(eta, dtype), tf.cast(tau, dtype))
       return x, m, v
 
     flat = [
-        update(x, m, v, g)
-        for x, m, v, g in zip(
-            tf.nest.flatten(weights),
-            tf.nest.flatten(state[_FIRST_MOMENT_KEY]),
-            tf.nest.flatten(state[_SECOND_MOMENT_KEY]),
-            tf.nest.flatten(gradients),
-        )
+      update(x, m, v, g)
+      for x, m, v, g in zip(
+        tf.nest.flatten(weights),
+        tf.nest.flatten(state[_FIRST_MOMENT_KEY]),
+        tf.nest.flatten(state[_SECOND_MOMENT_KEY]),
+        tf.nest.flatten(gradients),
+      )
     ]
     pack = lambda i, like: tf.nest.pack_sequence_as(like, [u[i] for u in flat])
     new_state = collections.OrderedDict(state)
@@ -154,29 +154,29 @@ def _check_unit_interval(name: str, value: float) -> None:
 
 def _check_variant(variant: str) -> None:
   if variant not in VARIANTS:
-    raise ValueError(
-        f'variant must be one of {", ".join(VARIANTS)}, got {variant!r}'
-    )
+    raise ValueError(f'variant must be one of {", ".join(VARIANTS)}, got {variant!r}')
 
 
-def _initial_v(variant: str, tau: float, value: Optional[float]) -> float:
+def _initial_v(variant: str, tau: float, value: float | None) -> float:
   """v_{-1}: 0 in the authors' code, tau^2 in Algorithm 2 (which requires >= tau^2)."""
   if value is None:
     return 0.0 if variant == PUBLISHED else tau**2
   if value < 0:
     raise ValueError(f'initial_accumulator_value must be >= 0, got {value}')
   if variant == ALGORITHM2 and value < tau**2 * (1 - 1e-9):  # float slack: 0.1**2 > 0.01
-    raise ValueError(f'initial_accumulator_value must be >= tau^2 = {tau**2} for the '
-                     f'algorithm2 variant (Algorithm 2 requires v_-1 >= tau^2), got {value}')
+    raise ValueError(
+      f'initial_accumulator_value must be >= tau^2 = {tau**2} for the '
+      f'algorithm2 variant (Algorithm 2 requires v_-1 >= tau^2), got {value}'
+    )
   return value
 
 
 def build_fedadagrad(
-    learning_rate: float,
-    tau: float = 1e-3,
-    beta_1: float = 0.0,
-    initial_accumulator_value: Optional[float] = None,
-    variant: str = PUBLISHED,
+  learning_rate: float,
+  tau: float = 1e-3,
+  beta_1: float = 0.0,
+  initial_accumulator_value: float | None = None,
+  variant: str = PUBLISHED,
 ) -> tff.learning.optimizers.Optimizer:
   """FedAdagrad's server optimizer (Reddi et al. 2021, Algorithm 2).
 
@@ -208,12 +208,12 @@ def build_fedadagrad(
   _check_positive('tau', tau)
   _check_unit_interval('beta_1', beta_1)
   v0 = _initial_v(variant, tau, initial_accumulator_value)
-  return _AdaptiveServerOptimizer('adagrad', learning_rate, beta_1, 0.0, tau, v0,
-                                  bias_correction=False)
+  return _AdaptiveServerOptimizer(
+    'adagrad', learning_rate, beta_1, 0.0, tau, v0, bias_correction=False
+  )
 
 
-def _build_adam_like(rule, learning_rate, tau, beta_1, beta_2,
-                     initial_accumulator_value, variant):
+def _build_adam_like(rule, learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant):
   _check_variant(variant)
   _check_positive('learning_rate', learning_rate)
   _check_positive('tau', tau)
@@ -223,21 +223,23 @@ def _build_adam_like(rule, learning_rate, tau, beta_1, beta_2,
   if variant == PUBLISHED and v0 == 0.0:
     if rule == 'adam':
       return tff.learning.optimizers.build_adam(
-          learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=tau)
+        learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=tau
+      )
     return tff.learning.optimizers.build_yogi(
-        learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=tau,
-        initial_preconditioner_value=0.0)
-  return _AdaptiveServerOptimizer(rule, learning_rate, beta_1, beta_2, tau, v0,
-                                  bias_correction=variant == PUBLISHED)
+      learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=tau, initial_preconditioner_value=0.0
+    )
+  return _AdaptiveServerOptimizer(
+    rule, learning_rate, beta_1, beta_2, tau, v0, bias_correction=variant == PUBLISHED
+  )
 
 
 def build_fedadam(
-    learning_rate: float,
-    tau: float = 1e-3,
-    beta_1: float = 0.9,
-    beta_2: float = 0.999,
-    initial_accumulator_value: Optional[float] = None,
-    variant: str = PUBLISHED,
+  learning_rate: float,
+  tau: float = 1e-3,
+  beta_1: float = 0.9,
+  beta_2: float = 0.999,
+  initial_accumulator_value: float | None = None,
+  variant: str = PUBLISHED,
 ) -> tff.learning.optimizers.Optimizer:
   """FedAdam's server optimizer (Reddi et al. 2021, Algorithm 2).
 
@@ -263,17 +265,18 @@ def build_fedadam(
   Returns:
     A `tff.learning.optimizers.Optimizer`.
   """
-  return _build_adam_like('adam', learning_rate, tau, beta_1, beta_2,
-                          initial_accumulator_value, variant)
+  return _build_adam_like(
+    'adam', learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant
+  )
 
 
 def build_fedyogi(
-    learning_rate: float,
-    tau: float = 1e-3,
-    beta_1: float = 0.9,
-    beta_2: float = 0.999,
-    initial_accumulator_value: Optional[float] = None,
-    variant: str = PUBLISHED,
+  learning_rate: float,
+  tau: float = 1e-3,
+  beta_1: float = 0.9,
+  beta_2: float = 0.999,
+  initial_accumulator_value: float | None = None,
+  variant: str = PUBLISHED,
 ) -> tff.learning.optimizers.Optimizer:
   """FedYogi's server optimizer (Reddi et al. 2021, Algorithm 2; Zaheer et al. 2018).
 
@@ -293,8 +296,9 @@ def build_fedyogi(
   Returns:
     A `tff.learning.optimizers.Optimizer`.
   """
-  return _build_adam_like('yogi', learning_rate, tau, beta_1, beta_2,
-                          initial_accumulator_value, variant)
+  return _build_adam_like(
+    'yogi', learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant
+  )
 
 
 def build_fedavg_sgd(learning_rate: float = 1.0) -> tff.learning.optimizers.Optimizer:
@@ -304,7 +308,7 @@ def build_fedavg_sgd(learning_rate: float = 1.0) -> tff.learning.optimizers.Opti
 
 
 def build_fedavgm(
-    learning_rate: float = 1.0, momentum: float = 0.9
+  learning_rate: float = 1.0, momentum: float = 0.9
 ) -> tff.learning.optimizers.Optimizer:
   """FedAvgM's server SGD with heavy-ball momentum (Hsu et al. 2019; Reddi et al. 2021).
 
@@ -328,33 +332,48 @@ class ServerOptimizerConfig:
     tau, beta_1, beta_2, initial_accumulator_value, variant: adaptive optimizers'.
       beta_1 None picks 0 for adagrad and 0.9 for adam/yogi.
   """
+
   name: str = 'sgd'
   learning_rate: float = 1.0
   momentum: float = 0.9
   tau: float = 1e-3
-  beta_1: Optional[float] = None
+  beta_1: float | None = None
   beta_2: float = 0.999
-  initial_accumulator_value: Optional[float] = None
+  initial_accumulator_value: float | None = None
   variant: str = PUBLISHED
 
 
 SERVER_OPTIMIZERS: dict[str, Callable[[ServerOptimizerConfig], Any]] = {
-    'sgd': lambda c: build_fedavg_sgd(c.learning_rate),
-    'sgdm': lambda c: build_fedavgm(c.learning_rate, c.momentum),
-    'adagrad': lambda c: build_fedadagrad(
-        c.learning_rate, c.tau, 0.0 if c.beta_1 is None else c.beta_1,
-        c.initial_accumulator_value, c.variant),
-    'adam': lambda c: build_fedadam(
-        c.learning_rate, c.tau, 0.9 if c.beta_1 is None else c.beta_1, c.beta_2,
-        c.initial_accumulator_value, c.variant),
-    'yogi': lambda c: build_fedyogi(
-        c.learning_rate, c.tau, 0.9 if c.beta_1 is None else c.beta_1, c.beta_2,
-        c.initial_accumulator_value, c.variant),
+  'sgd': lambda c: build_fedavg_sgd(c.learning_rate),
+  'sgdm': lambda c: build_fedavgm(c.learning_rate, c.momentum),
+  'adagrad': lambda c: build_fedadagrad(
+    c.learning_rate,
+    c.tau,
+    0.0 if c.beta_1 is None else c.beta_1,
+    c.initial_accumulator_value,
+    c.variant,
+  ),
+  'adam': lambda c: build_fedadam(
+    c.learning_rate,
+    c.tau,
+    0.9 if c.beta_1 is None else c.beta_1,
+    c.beta_2,
+    c.initial_accumulator_value,
+    c.variant,
+  ),
+  'yogi': lambda c: build_fedyogi(
+    c.learning_rate,
+    c.tau,
+    0.9 if c.beta_1 is None else c.beta_1,
+    c.beta_2,
+    c.initial_accumulator_value,
+    c.variant,
+  ),
 }
 
 
 def build_server_optimizer(
-    config: ServerOptimizerConfig,
+  config: ServerOptimizerConfig,
 ) -> tff.learning.optimizers.Optimizer:
   """Looks `config.name` up in `SERVER_OPTIMIZERS` and builds it.
 
@@ -363,6 +382,6 @@ def build_server_optimizer(
   """
   if config.name not in SERVER_OPTIMIZERS:
     raise ValueError(
-        f'unknown server optimizer {config.name!r}; valid choices: '
-        f'{", ".join(SERVER_OPTIMIZERS)}')
+      f'unknown server optimizer {config.name!r}; valid choices: {", ".join(SERVER_OPTIMIZERS)}'
+    )
   return SERVER_OPTIMIZERS[config.name](config)

@@ -51,21 +51,23 @@ import sys
 import threading
 import time
 import types
-from typing import IO, Optional
+from typing import IO
 
 import grpc
 import portpicker
 import tensorflow_federated as tff
-from tensorflow_federated.python.core.impl.context_stack import set_default_context as _tff_set_default_context
+from tensorflow_federated.python.core.impl.context_stack import (
+  set_default_context as _tff_set_default_context,
+)
 
 __all__ = ['LocalExecution', 'local_execution', 'worker_binary_path']
 
 _PR_SET_PDEATHSIG = 1  # From <linux/prctl.h>.
 _GRPC_MAX_MESSAGE_LENGTH_BYTES = 2 * 1000 * 1000 * 1000  # As in TFF 0.87.
 _GRPC_CHANNEL_OPTIONS = (
-    ('grpc.max_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
-    ('grpc.max_receive_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
-    ('grpc.max_send_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
+  ('grpc.max_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
+  ('grpc.max_receive_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
+  ('grpc.max_send_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
 )
 _START_ATTEMPTS = 3  # A picked port can be taken before the worker binds it.
 _STOP_GRACE_S = 5.0
@@ -77,7 +79,7 @@ if sys.platform.startswith('linux'):
   _PRCTL.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
   _PRCTL.restype = ctypes.c_int
 
-_OPEN: list['LocalExecution'] = []
+_OPEN: list[LocalExecution] = []
 _OPEN_LOCK = threading.Lock()
 
 
@@ -86,13 +88,9 @@ def worker_binary_path() -> str:
   return os.path.join(os.path.dirname(tff.__file__), 'data', 'worker_binary')
 
 
-def _check_optional_positive(name: str, value: Optional[int]) -> None:
-  if value is not None and (
-      isinstance(value, bool) or not isinstance(value, int) or value < 1
-  ):
-    raise ValueError(
-        f'{name} must be None or an integer >= 1, got {value!r}.'
-    )
+def _check_optional_positive(name: str, value: int | None) -> None:
+  if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+    raise ValueError(f'{name} must be None or an integer >= 1, got {value!r}.')
 
 
 def _make_preexec_fn(parent_pid: int):
@@ -120,15 +118,15 @@ class LocalExecution:
   """
 
   def __init__(
-      self,
-      *,
-      max_concurrent_computation_calls: Optional[int],
-      default_num_clients: int,
-      intra_op_threads: Optional[int],
-      inter_op_threads: Optional[int],
-      stream_structs: bool,
-      startup_timeout_s: float,
-      worker_log: Optional[str | os.PathLike[str]],
+    self,
+    *,
+    max_concurrent_computation_calls: int | None,
+    default_num_clients: int,
+    intra_op_threads: int | None,
+    inter_op_threads: int | None,
+    stream_structs: bool,
+    startup_timeout_s: float,
+    worker_log: str | os.PathLike[str] | None,
   ):
     self.max_concurrent_computation_calls = max_concurrent_computation_calls
     self._default_num_clients = default_num_clients
@@ -142,20 +140,18 @@ class LocalExecution:
       env['TF_NUM_INTRAOP_THREADS'] = str(intra_op_threads)
     if inter_op_threads is not None:
       env['TF_NUM_INTEROP_THREADS'] = str(inter_op_threads)
-    self._process, self.port, self._channel = self._start_worker(
-        env, startup_timeout_s, worker_log
-    )
+    self._process, self.port, self._channel = self._start_worker(env, startup_timeout_s, worker_log)
     self.worker_pid = self._process.pid
     try:
       self._stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
       factory = tff.framework.ResourceManagingExecutorFactory(
-          executor_stack_fn=self._executor_stack
+        executor_stack_fn=self._executor_stack
       )
       self.context = tff.framework.SyncExecutionContext(
-          executor_fn=factory,
-          compiler_fn=tff.backends.native.desugar_and_transform_to_native,
-          transform_args=tff.tensorflow.transform_args,
-          transform_result=tff.tensorflow.transform_result,
+        executor_fn=factory,
+        compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+        transform_args=tff.tensorflow.transform_args,
+        transform_result=tff.tensorflow.transform_result,
       )
       stack = tff.framework.get_context_stack()
       self._previous_default = getattr(stack, '_stack', [None])[0]
@@ -167,10 +163,10 @@ class LocalExecution:
       _OPEN.append(self)
 
   def _start_worker(
-      self,
-      env: dict[str, str],
-      startup_timeout_s: float,
-      worker_log: Optional[str | os.PathLike[str]],
+    self,
+    env: dict[str, str],
+    startup_timeout_s: float,
+    worker_log: str | os.PathLike[str] | None,
   ) -> tuple[subprocess.Popen[bytes], int, grpc.Channel]:
     """Starts the worker on a free port and waits until gRPC is READY."""
     max_calls = self.max_concurrent_computation_calls
@@ -179,30 +175,28 @@ class LocalExecution:
     for _ in range(_START_ATTEMPTS):
       port = portpicker.pick_unused_port()
       args = [
-          worker_binary_path(),
-          f'--port={port}',
-          f'--max_concurrent_computation_calls={max_calls or -1}',
+        worker_binary_path(),
+        f'--port={port}',
+        f'--max_concurrent_computation_calls={max_calls or -1}',
       ]
       log: IO[bytes] | int = 2  # Python's stderr file descriptor.
       if worker_log is not None:
         log = open(worker_log, 'ab')  # pylint: disable=consider-using-with
       try:
         process = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-            close_fds=True,
-            process_group=0,
-            preexec_fn=_make_preexec_fn(os.getpid()),
+          args,
+          stdin=subprocess.DEVNULL,
+          stdout=log,
+          stderr=log,
+          env=env,
+          close_fds=True,
+          process_group=0,
+          preexec_fn=_make_preexec_fn(os.getpid()),
         )
       finally:
         if not isinstance(log, int):
           log.close()
-      channel = grpc.insecure_channel(
-          f'localhost:{port}', list(_GRPC_CHANNEL_OPTIONS)
-      )
+      channel = grpc.insecure_channel(f'localhost:{port}', list(_GRPC_CHANNEL_OPTIONS))
       ready = grpc.channel_ready_future(channel)
       try:
         while process.poll() is None and time.monotonic() < deadline:
@@ -223,8 +217,8 @@ class LocalExecution:
       if time.monotonic() >= deadline:
         break
     raise RuntimeError(
-        f'worker_binary did not become ready within {startup_timeout_s} s '
-        f'({"; ".join(failures) or "timed out"}).'
+      f'worker_binary did not become ready within {startup_timeout_s} s '
+      f'({"; ".join(failures) or "timed out"}).'
     )
 
   def _executor_stack(self, cardinalities):
@@ -233,9 +227,7 @@ class LocalExecution:
       raise RuntimeError('This LocalExecution is closed; its worker is gone.')
     if cardinalities.get(tff.CLIENTS) is None:
       cardinalities[tff.CLIENTS] = self._default_num_clients
-    executor = tff.framework.RemoteExecutor(
-        self._stub, stream_structs=self._stream_structs
-    )
+    executor = tff.framework.RemoteExecutor(self._stub, stream_structs=self._stream_structs)
     executor.set_cardinalities(cardinalities)
     self._executors.append(executor)
     return executor
@@ -271,24 +263,21 @@ class LocalExecution:
           _OPEN.remove(self)
       stack = tff.framework.get_context_stack()
       current_default = getattr(stack, '_stack', [None])[0]
-      if (
-          threading.current_thread() is self._owner_thread
-          and current_default is self.context
-      ):
+      if threading.current_thread() is self._owner_thread and current_default is self.context:
         if self._previous_default is not None:
           tff.framework.set_default_context(self._previous_default)
         else:
           _tff_set_default_context.set_no_default_context()
       self._previous_default = None
 
-  def __enter__(self) -> 'LocalExecution':
+  def __enter__(self) -> LocalExecution:
     return self
 
   def __exit__(
-      self,
-      exc_type: Optional[type[BaseException]],
-      exc: Optional[BaseException],
-      tb: Optional[types.TracebackType],
+    self,
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    tb: types.TracebackType | None,
   ) -> None:
     self.close()
 
@@ -334,14 +323,14 @@ def _close_channel(channel: grpc.Channel) -> None:
 
 
 def local_execution(
-    max_concurrent_computation_calls: Optional[int] = None,
-    *,
-    default_num_clients: int = 0,
-    intra_op_threads: Optional[int] = None,
-    inter_op_threads: Optional[int] = None,
-    stream_structs: bool = False,
-    startup_timeout_s: float = 60.0,
-    worker_log: Optional[str | os.PathLike[str]] = None,
+  max_concurrent_computation_calls: int | None = None,
+  *,
+  default_num_clients: int = 0,
+  intra_op_threads: int | None = None,
+  inter_op_threads: int | None = None,
+  stream_structs: bool = False,
+  startup_timeout_s: float = 60.0,
+  worker_log: str | os.PathLike[str] | None = None,
 ) -> LocalExecution:
   """Starts a guarded local `worker_binary` and makes it TFF's default context.
 
@@ -375,32 +364,27 @@ def local_execution(
     ValueError: If an argument is out of range.
     RuntimeError: If the worker binary is missing or does not become ready.
   """
-  _check_optional_positive(
-      'max_concurrent_computation_calls', max_concurrent_computation_calls
-  )
+  _check_optional_positive('max_concurrent_computation_calls', max_concurrent_computation_calls)
   _check_optional_positive('intra_op_threads', intra_op_threads)
   _check_optional_positive('inter_op_threads', inter_op_threads)
-  if isinstance(default_num_clients, bool) or not isinstance(
-      default_num_clients, int
-  ) or default_num_clients < 0:
-    raise ValueError(
-        'default_num_clients must be an integer >= 0, got '
-        f'{default_num_clients!r}.'
-    )
+  if (
+    isinstance(default_num_clients, bool)
+    or not isinstance(default_num_clients, int)
+    or default_num_clients < 0
+  ):
+    raise ValueError(f'default_num_clients must be an integer >= 0, got {default_num_clients!r}.')
   if not startup_timeout_s > 0:
-    raise ValueError(
-        f'startup_timeout_s must be > 0, got {startup_timeout_s!r}.'
-    )
+    raise ValueError(f'startup_timeout_s must be > 0, got {startup_timeout_s!r}.')
   if not os.path.isfile(worker_binary_path()):
     raise RuntimeError(f'No TFF worker binary at {worker_binary_path()}.')
   return LocalExecution(
-      max_concurrent_computation_calls=max_concurrent_computation_calls,
-      default_num_clients=default_num_clients,
-      intra_op_threads=intra_op_threads,
-      inter_op_threads=inter_op_threads,
-      stream_structs=stream_structs,
-      startup_timeout_s=startup_timeout_s,
-      worker_log=worker_log,
+    max_concurrent_computation_calls=max_concurrent_computation_calls,
+    default_num_clients=default_num_clients,
+    intra_op_threads=intra_op_threads,
+    inter_op_threads=inter_op_threads,
+    stream_structs=stream_structs,
+    startup_timeout_s=startup_timeout_s,
+    worker_log=worker_log,
   )
 
 

@@ -14,7 +14,8 @@ replace=False)` uses Floyd's algorithm when k <= N / 50 or N <= 10,000, seeded b
 but a different sequence from the published one.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow_federated as tff
@@ -23,7 +24,7 @@ SAMPLING_METHODS = ('tff', 'fast')
 
 
 def build_client_sampler(
-    client_ids: Sequence[str], clients_per_round: int, seed: int, method: str = 'tff'
+  client_ids: Sequence[str], clients_per_round: int, seed: int, method: str = 'tff'
 ) -> Callable[[int], list[str]]:
   """Returns `sample(round_num) -> client ids`, deterministic in (seed, round_num).
 
@@ -41,13 +42,14 @@ def build_client_sampler(
   population = len(client_ids)
   if not 1 <= clients_per_round <= population:
     raise ValueError(
-        f'clients_per_round must be in [1, {population}] (the number of training '
-        f'clients), got {clients_per_round}')
+      f'clients_per_round must be in [1, {population}] (the number of training '
+      f'clients), got {clients_per_round}'
+    )
   if method not in SAMPLING_METHODS:
     raise ValueError(f'method must be one of {", ".join(SAMPLING_METHODS)}, got {method!r}')
   if method == 'fast':
     if seed < 0:
-      raise ValueError(f'seed must be >= 0 for method=\'fast\', got {seed}')
+      raise ValueError(f"seed must be >= 0 for method='fast', got {seed}")
     ids = list(client_ids)
 
     def sample_fast(round_num: int) -> list[str]:
@@ -60,5 +62,6 @@ def build_client_sampler(
   # mapping them to ids gives the same clients without converting the id list every round.
   ids = list(client_ids)
   sample_fn = tff.simulation.build_uniform_sampling_fn(
-      np.arange(population), replace=False, random_seed=seed)
+    np.arange(population), replace=False, random_seed=seed
+  )
   return lambda round_num: [ids[i] for i in sample_fn(round_num, clients_per_round)]

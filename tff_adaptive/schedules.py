@@ -22,6 +22,7 @@ Schedule = Callable[[tf.Tensor], tf.Tensor]
 @dataclasses.dataclass(frozen=True)
 class ScheduleConfig:
   """name: one of SCHEDULES; decay_rate/decay_period for exp_decay; total_rounds for step_decay."""
+
   name: str = 'constant'
   decay_rate: float = 0.1
   decay_period: int = 500
@@ -61,15 +62,16 @@ def step_decay(lr: float, total_rounds: int) -> Schedule:
 
 
 SCHEDULES: dict[str, Callable[[float, ScheduleConfig], Schedule]] = {
-    'constant': lambda lr, c: constant(lr),
-    'exp_decay': lambda lr, c: exp_decay(lr, c.decay_rate, c.decay_period),
-    'step_decay': lambda lr, c: step_decay(lr, c.total_rounds),
+  'constant': lambda lr, c: constant(lr),
+  'exp_decay': lambda lr, c: exp_decay(lr, c.decay_rate, c.decay_period),
+  'step_decay': lambda lr, c: step_decay(lr, c.total_rounds),
 }
 
 
 def build_schedule(lr: float, config: ScheduleConfig) -> Schedule:
   """Looks config.name up in SCHEDULES; ValueError lists the valid names."""
   if config.name not in SCHEDULES:
-    raise ValueError(f'unknown learning-rate schedule {config.name!r}; valid choices: '
-                     f'{", ".join(SCHEDULES)}')
+    raise ValueError(
+      f'unknown learning-rate schedule {config.name!r}; valid choices: {", ".join(SCHEDULES)}'
+    )
   return SCHEDULES[config.name](lr, config)

@@ -13,7 +13,6 @@ traced inside that context uses seed (seed[0], seed[1] * 64 + k). Outside such a
 
 import contextlib
 import threading
-from typing import Optional
 
 import tensorflow as tf
 
@@ -32,7 +31,7 @@ def step_seeds(seed: tf.Tensor):
     _local.state = previous
 
 
-def _next_seed() -> Optional[tf.Tensor]:
+def _next_seed() -> tf.Tensor | None:
   state = getattr(_local, 'state', None)
   if state is None:
     return None
@@ -61,12 +60,13 @@ class StatelessDropout(tf.keras.layers.Layer):
     if not training or self.rate == 0.0:
       return inputs
     shape = tf.shape(inputs)
-    noise_shape = (tf.stack([shape[0], 1, 1, shape[-1]]) if self.spatial else None)
+    noise_shape = tf.stack([shape[0], 1, 1, shape[-1]]) if self.spatial else None
     seed = _next_seed()
     if seed is None:
       return tf.nn.dropout(inputs, self.rate, noise_shape=noise_shape)
     return tf.nn.experimental.stateless_dropout(
-        inputs, self.rate, seed=seed, noise_shape=noise_shape)
+      inputs, self.rate, seed=seed, noise_shape=noise_shape
+    )
 
   def get_config(self):
     return {**super().get_config(), 'rate': self.rate, 'spatial': self.spatial}

@@ -16,7 +16,9 @@ checkpoint of round r therefore reproduces rounds r+1.. exactly.
 
 import asyncio
 import collections
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
 import csv
 import dataclasses
 import json
@@ -24,7 +26,8 @@ import math
 import os
 import sys
 import time
-from typing import Any, Optional, TextIO
+from typing import Any
+from typing import TextIO
 
 import numpy as np
 import tensorflow as tf
@@ -54,6 +57,7 @@ class LoopConfig:
     seed: the run's seed (client sampling, client shuffling).
     output_dir: the experiment directory.
   """
+
   total_rounds: int
   clients_per_round: int
   rounds_per_eval: int
@@ -98,26 +102,29 @@ def check_or_write_hparams(output_dir: str, hparams: Mapping[str, Any]) -> None:
       stored = _leaves(json.load(f))
     new = _leaves(hparams)
     missing = object()
-    diffs = sorted(k for k in set(stored) | set(new)
-                   if stored.get(k, missing) != new.get(k, missing))
+    diffs = sorted(
+      k for k in set(stored) | set(new) if stored.get(k, missing) != new.get(k, missing)
+    )
     if diffs:
-      detail = ', '.join(f'{k}: {stored.get(k, "<absent>")!r} -> {new.get(k, "<absent>")!r}'
-                         for k in diffs)
+      detail = ', '.join(
+        f'{k}: {stored.get(k, "<absent>")!r} -> {new.get(k, "<absent>")!r}' for k in diffs
+      )
       raise ConfigMismatchError(
-          f'{output_dir} holds a run with different hyperparameters ({detail}); use a new '
-          '--experiment_name or delete that directory')
+        f'{output_dir} holds a run with different hyperparameters ({detail}); use a new '
+        '--experiment_name or delete that directory'
+      )
     return
   os.makedirs(output_dir, exist_ok=True)
   _write_json_atomically(path, hparams)
 
 
 def _flatten(prefix: str, metrics: Mapping[str, Any]) -> collections.OrderedDict:
-  return collections.OrderedDict(
-      (f'{prefix}_{k}', float(v)) for k, v in metrics.items())
+  return collections.OrderedDict((f'{prefix}_{k}', float(v)) for k, v in metrics.items())
 
 
-def _write_client_eval(output_dir: str, round_num: int,
-                       per_client: Mapping[str, Mapping[str, float]]) -> None:
+def _write_client_eval(
+  output_dir: str, round_num: int, per_client: Mapping[str, Mapping[str, float]]
+) -> None:
   directory = os.path.join(output_dir, 'client_eval')
   os.makedirs(directory, exist_ok=True)
   path = os.path.join(directory, f'round_{round_num:05d}.csv')
@@ -136,16 +143,16 @@ def _is_finite_structure(value) -> bool:
 
 
 def run_training(
-    process: tff.learning.templates.LearningProcess,
-    initial_weights: tff.learning.models.ModelWeights,
-    train_clients: Mapping[str, Mapping[str, np.ndarray]],
-    sampler: Callable[[int], list[str]],
-    evaluator: evaluation.Evaluator,
-    validation_data: Callable[[int], Mapping[str, np.ndarray]],
-    client_test: Optional[Mapping[str, Mapping[str, np.ndarray]]],
-    config: LoopConfig,
-    final_test: Optional[Callable[[], Iterable[Mapping[str, np.ndarray]]]] = None,
-    log: TextIO = sys.stdout,
+  process: tff.learning.templates.LearningProcess,
+  initial_weights: tff.learning.models.ModelWeights,
+  train_clients: Mapping[str, Mapping[str, np.ndarray]],
+  sampler: Callable[[int], list[str]],
+  evaluator: evaluation.Evaluator,
+  validation_data: Callable[[int], Mapping[str, np.ndarray]],
+  client_test: Mapping[str, Mapping[str, np.ndarray]] | None,
+  config: LoopConfig,
+  final_test: Callable[[], Iterable[Mapping[str, np.ndarray]]] | None = None,
+  log: TextIO = sys.stdout,
 ) -> collections.OrderedDict:
   """Trains `process` for config.total_rounds, resuming from the latest checkpoint if any.
 
@@ -163,10 +170,13 @@ def run_training(
   """
   output_dir = config.output_dir
   state_manager = tff.program.FileProgramStateManager(
-      os.path.join(output_dir, 'checkpoints'), keep_total=2, keep_first=False)
+    os.path.join(output_dir, 'checkpoints'), keep_total=2, keep_first=False
+  )
   csv_manager = tff.program.CSVFileReleaseManager(
-      os.path.join(output_dir, 'metrics.csv'), save_mode=tff.program.CSVSaveMode.WRITE,
-      key_fieldname='round_num')
+    os.path.join(output_dir, 'metrics.csv'),
+    save_mode=tff.program.CSVSaveMode.WRITE,
+    key_fieldname='round_num',
+  )
   tb_manager = tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard'))
 
   initial_state = process.set_model_weights(process.initialize(), initial_weights)
@@ -187,32 +197,35 @@ def run_training(
     for cid in sampled:
       arrays = collections.OrderedDict(train_clients[cid])
       arrays[client_work_lib.SEED_KEY] = client_seed(
-          config.seed, round_num, client_index[cid], population)
+        config.seed, round_num, client_index[cid], population
+      )
       client_data.append(tf.data.Dataset.from_tensors(arrays))
     output = process.next(state, client_data)
     train = output.metrics['client_work']['train']
     row = collections.OrderedDict(_flatten('train', train))
     row['train_update_non_finite'] = float(output.metrics['finalizer']['update_non_finite'])
     new_weights = process.get_model_weights(output.state)
-    diverged = (not math.isfinite(row['train_loss']) or row['train_update_non_finite'] > 0
-                or not _is_finite_structure(new_weights.trainable))
+    diverged = (
+      not math.isfinite(row['train_loss'])
+      or row['train_update_non_finite'] > 0
+      or not _is_finite_structure(new_weights.trainable)
+    )
     if diverged:
       asyncio.run(csv_manager.release(row, round_num))
       raise DivergenceError(
-          f'training diverged in round {round_num} (train_loss={row["train_loss"]}); '
-          f'checkpoints and metrics up to round {round_num - 1} are intact in {output_dir}; '
-          'try a smaller learning rate')
+        f'training diverged in round {round_num} (train_loss={row["train_loss"]}); '
+        f'checkpoints and metrics up to round {round_num - 1} are intact in {output_dir}; '
+        'try a smaller learning rate'
+      )
     state = output.state
     last = round_num == config.total_rounds
     if round_num % config.rounds_per_eval == 0 or last:
       # A finite model can still have infinite losses (e.g. after a huge server step): they
       # are recorded as inf/nan, without numpy's RuntimeWarnings on stderr.
       with np.errstate(over='ignore', invalid='ignore'):
-        row.update(_flatten('eval', evaluator.evaluate(new_weights,
-                                                       validation_data(round_num))))
+        row.update(_flatten('eval', evaluator.evaluate(new_weights, validation_data(round_num))))
         if last and final_test is not None:
-          row.update(_flatten('eval_final',
-                              evaluator.evaluate_chunks(new_weights, final_test())))
+          row.update(_flatten('eval_final', evaluator.evaluate_chunks(new_weights, final_test())))
         if client_test is not None:
           summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
           row.update(_flatten('eval_client', summary))
@@ -225,10 +238,17 @@ def run_training(
       asyncio.run(state_manager.save(state, round_num))
     recent = float(np.median(round_times[-20:]))
     eta = recent * (config.total_rounds - round_num)
-    shown = ' '.join(f'{k}={v:.4g}' for k, v in row.items()
-                     if k in ('train_loss', 'train_accuracy') or
-                     (k.startswith('eval_') and not k.startswith('eval_client_'))
-                     or k == 'eval_client_accuracy_worst30')
-    print(f'round {round_num}/{config.total_rounds} {shown} '
-          f'{round_times[-1]:.2f}s/round eta {eta:.0f}s', file=log, flush=True)
+    shown = ' '.join(
+      f'{k}={v:.4g}'
+      for k, v in row.items()
+      if k in ('train_loss', 'train_accuracy')
+      or (k.startswith('eval_') and not k.startswith('eval_client_'))
+      or k == 'eval_client_accuracy_worst30'
+    )
+    print(
+      f'round {round_num}/{config.total_rounds} {shown} '
+      f'{round_times[-1]:.2f}s/round eta {eta:.0f}s',
+      file=log,
+      flush=True,
+    )
   return row

@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+# One style for the tree (ruff.toml): formatting and import order/type-hint style, checked only.
+.venv/bin/ruff format --check --quiet . || { echo "test.sh: error: run .venv/bin/ruff format ." >&2; exit 1; }
+.venv/bin/ruff check --quiet . || { echo "test.sh: error: run .venv/bin/ruff check --fix ." >&2; exit 1; }
 export TFF_ADAPTIVE_TEST_RUN="test-run-$$-$(date +%s%N)"
 status=0
 TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python -m pytest "$@" || status=$?

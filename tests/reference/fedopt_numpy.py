@@ -26,13 +26,13 @@ Every function takes the weights as a list of arrays (a flat nest) and a sequenc
 pseudo-gradients (one list per step) and returns the list of iterates x_1, ..., x_T.
 """
 
-from collections.abc import Callable, Sequence
-from typing import Optional, Union
+from collections.abc import Callable
+from collections.abc import Sequence
 
 import numpy as np
 
 Arrays = list[np.ndarray]
-LearningRate = Union[float, Sequence[float], Callable[[int], float]]
+LearningRate = float | Sequence[float] | Callable[[int], float]
 
 RULES = ('adagrad', 'adam', 'yogi')
 VARIANTS = ('published', 'algorithm2')
@@ -63,15 +63,15 @@ def _second_moment(rule: str, v: np.ndarray, g: np.ndarray, beta_2: float) -> np
 
 
 def adaptive_server(
-    x0: Sequence[np.ndarray],
-    grads: Sequence[Sequence[np.ndarray]],
-    rule: str,
-    learning_rate: LearningRate,
-    beta_1: float,
-    beta_2: float,
-    tau: float,
-    v0: float,
-    bias_correction: bool,
+  x0: Sequence[np.ndarray],
+  grads: Sequence[Sequence[np.ndarray]],
+  rule: str,
+  learning_rate: LearningRate,
+  beta_1: float,
+  beta_2: float,
+  tau: float,
+  v0: float,
+  bias_correction: bool,
 ) -> list[Arrays]:
   """Iterates of x_{t+1} = x_t - eta_t m_t / (sqrt(v_t) + tau), tau outside the sqrt.
 
@@ -106,15 +106,15 @@ def adaptive_server(
 
 
 def fedopt(
-    x0: Sequence[np.ndarray],
-    grads: Sequence[Sequence[np.ndarray]],
-    rule: str,
-    variant: str,
-    learning_rate: LearningRate,
-    tau: float,
-    beta_1: Optional[float] = None,
-    beta_2: float = 0.999,
-    v0: Optional[float] = None,
+  x0: Sequence[np.ndarray],
+  grads: Sequence[Sequence[np.ndarray]],
+  rule: str,
+  variant: str,
+  learning_rate: LearningRate,
+  tau: float,
+  beta_1: float | None = None,
+  beta_2: float = 0.999,
+  v0: float | None = None,
 ) -> list[Arrays]:
   """FedAdagrad/FedAdam/FedYogi server iterates for a named variant (see module doc).
 
@@ -128,16 +128,15 @@ def fedopt(
   if v0 is None:
     v0 = 0.0 if variant == 'published' else tau**2
   bias_correction = variant == 'published' and rule != 'adagrad'
-  return adaptive_server(x0, grads, rule, learning_rate, beta_1, beta_2, tau, v0,
-                         bias_correction)
+  return adaptive_server(x0, grads, rule, learning_rate, beta_1, beta_2, tau, v0, bias_correction)
 
 
 def tff_adagrad(
-    x0: Sequence[np.ndarray],
-    grads: Sequence[Sequence[np.ndarray]],
-    learning_rate: float,
-    initial_value: float = 0.1,
-    epsilon: float = 1e-7,
+  x0: Sequence[np.ndarray],
+  grads: Sequence[Sequence[np.ndarray]],
+  learning_rate: float,
+  initial_value: float = 0.1,
+  epsilon: float = 1e-7,
 ) -> list[Arrays]:
   """TFF's `build_adagrad` formula: v_t = v_{t-1} + g_t^2; x -= eta g / sqrt(v_t + epsilon)."""
   x = _as64(x0)
@@ -152,10 +151,10 @@ def tff_adagrad(
 
 
 def server_sgdm(
-    x0: Sequence[np.ndarray],
-    grads: Sequence[Sequence[np.ndarray]],
-    learning_rate: float,
-    momentum: float = 0.0,
+  x0: Sequence[np.ndarray],
+  grads: Sequence[Sequence[np.ndarray]],
+  learning_rate: float,
+  momentum: float = 0.0,
 ) -> list[Arrays]:
   """Server SGD with heavy-ball momentum: u_t = mu u_{t-1} + g_t; x -= eta u_t (mu=0: SGD)."""
   x = _as64(x0)

@@ -36,7 +36,7 @@ def local_sgd(w0, b0, x, y, perms, batch_size, lr, momentum=0.0):
   losses = []
   for perm in perms:
     for start in range(0, len(perm), batch_size):
-      idx = perm[start:start + batch_size]
+      idx = perm[start : start + batch_size]
       loss, gw, gb = cross_entropy_and_grads(w, b, x[idx], y[idx])
       losses.append((loss, len(idx)))
       if momentum:
@@ -50,5 +50,4 @@ def local_sgd(w0, b0, x, y, perms, batch_size, lr, momentum=0.0):
 def weighted_average(updates, weights):
   """sum_i n_i u_i / sum_i n_i, per array of the update lists."""
   total = float(sum(weights))
-  return [sum(n * u[j] for u, n in zip(updates, weights)) / total
-          for j in range(len(updates[0]))]
+  return [sum(n * u[j] for u, n in zip(updates, weights)) / total for j in range(len(updates[0]))]
