@@ -9,14 +9,15 @@ clients and a ~9 GB SQLite file): sampling and building a round's client data mu
 O(clients per round), never O(population), and memory must not grow over rounds.
 
 For each population N an EMNIST-like emnist_all.sqlite in TFF's exact format (indexes as in
-TFF's published files) is generated once into --cache_dir (tests/fixtures.py
-`write_emnist_scale`: N clients x --examples_per_client examples of 28x28 float32 pixels). Then:
+TFF's published files) is generated once into --cache_dir (`datasets.write_emnist_scale`, a
+synthetic-data generator: N clients x --examples_per_client examples of 28x28 float32 pixels).
+Then:
 
 * open: `datasets.load_federated('emnist', dir)` (TFF's SqlClientData reads and sorts the
   client ids once) plus building the sampler over them (both O(N), once per run);
 * per round, median (and quartiles) over --rounds rounds, the (population, sampler) pairs
   interleaved round by round so that machine load affects them alike: sample
-  --clients_per_round clients with `tff_adaptive.sampling.build_client_sampler` (method 'tff',
+  --clients_per_round clients with `tff_adaptive.loop.sampling.build_client_sampler` (method 'tff',
   the published order, and 'fast') and materialise each sampled client's arrays through the
   lazy mapping (one indexed SQL query and one parse each), as the training loop does;
 * memory: RSS after --memory_rounds rounds vs after 10.
@@ -42,8 +43,10 @@ from absl import flags
 from absl import logging
 
 import datasets
-from tests import fixtures
-from tff_adaptive import sampling
+
+# runtime: its atexit hook drops TFF's import-time context cleanly (no "Exception ignored" at exit).
+from tff_adaptive import runtime  # noqa: F401
+from tff_adaptive.loop import sampling
 
 _POPULATIONS = flags.DEFINE_list(
   'populations', ['1000', '10000', '100000'], 'Client counts of the generated SQLite fixtures.'
@@ -76,7 +79,7 @@ def _fixture(population: int) -> tuple[str, float]:
   if os.path.exists(os.path.join(directory, 'emnist_all.sqlite')):
     return directory, 0.0
   started = time.perf_counter()
-  fixtures.write_emnist_scale(directory, population, _EXAMPLES.value)
+  datasets.write_emnist_scale(directory, population, _EXAMPLES.value)
   return directory, time.perf_counter() - started
 
 

@@ -1,29 +1,34 @@
-"""Seconds per round of our FedOpt, TFF's built-in FedAvg and a no-runtime floor, in one run.
+"""Seconds per round of our two engines, TFF's built-in FedAvg and a tight floor, in one run.
 
   python -m benchmarks.round_time [--rounds=30] [--models=fmnist_cnn,emnist_cnn,mlp]
   bazel run //benchmarks:round_time -- --rounds=10 --models=mlp
 
 Infrastructure script (no paper of its own). Setup: 10 clients x 200 synthetic examples, batch
 20, 1 local epoch of SGD (client lr 0.01), published FedAdam server (Reddi et al. 2021,
-Algorithm 2 with bias correction; lr 0.01, tau 1e-3). Three implementations of one round:
+Algorithm 2 with bias correction; lr 0.01, tau 1e-3). Implementations of one round:
 
-* ours: `tff_adaptive.fedopt.build_fedopt`, each client fed as `training_loop.run_training`
-  does, one `tf.data.Dataset.from_tensors(OrderedDict(x, y, seed))` element;
+* ours: `algorithms.build_fedopt` on engine "tff" (`engines.TffEngine`, a LearningProcess on
+  TFF's worker), fed as the training loop feeds it;
+* inprocess: the same algorithm on engine "inprocess" (`engines.InProcessEngine`, one compiled
+  TF function per round in this process);
+* inprocess_xla: the same with every local step compiled by XLA (`jit_compile=True`);
 * tff: `tff.learning.algorithms.build_weighted_fed_avg` with `build_sgdm` clients and a
   `build_adam` server, each client fed the usual way, `from_tensor_slices(...).batch(20)`;
-* floor: the same local steps in one `tf.function` over in-memory tensors (all clients'
-  SGD, the example-weighted mean of the deltas, the Adam step), no TFF runtime.
+* floor: the same local steps in one `tf.function` over in-memory tensors (all clients' SGD,
+  the example-weighted mean of the deltas, the Adam step of `optimizers.fedopt_math`), no
+  TFF runtime, no shuffling, no metrics.
 
-Both TFF processes run on one `runtime.local_execution()` worker. A timed round includes
-building the clients' datasets from NumPy (as a training loop does) and the synchronous
-`next` call, which returns the new state as NumPy. After `--warmup` rounds each, the three are
-timed in round-robin blocks of `--block` rounds (the order rotating every block), so machine
-noise affects them alike; the table reports the median, and the CSV also the quartiles and
-the CPU seconds per round (this process plus the TFF worker, from /proc).
+The TFF processes run on one `runtime.local_execution()` worker. A timed round includes
+building the clients' inputs from NumPy (as a training loop does) and returning the new state.
+After `--warmup` rounds each, the implementations are timed in round-robin blocks of `--block`
+rounds (the order rotating every block), so machine noise affects them alike; the table reports
+the median, and the CSV also the quartiles and the CPU seconds per round (this process plus the
+TFF worker, from /proc).
 
-Before timing, `--check` verifies on the dropout-free MLP that the three compute the same
-round: from the same initial weights, with TFF's clients fed the examples in the order our
-client work visits them (its seeded permutation) and the floor in TFF's (unshuffled) order.
+Before timing, `--check` verifies on the dropout-free MLP that they compute the same round: from
+the same initial weights, ours vs inprocess (same seeds), ours vs TFF's with TFF's clients fed
+the examples in the order our client work visits them (its seeded permutation), and the floor
+vs TFF's in TFF's (unshuffled) order.
 
 Models: the CNN of `tasks.models.build_fmnist_cnn` (21,840 parameters), the EMNIST-CR CNN of
 Reddi et al. 2021 Table 4 (`build_emnist_cr_cnn`, 1,206,590), and a 784-200-200-62 MLP
@@ -48,10 +53,12 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import models
-from tff_adaptive import client_work as client_work_lib
-from tff_adaptive import fedopt
+from tff_adaptive import algorithms
+from tff_adaptive import engines
 from tff_adaptive import optimizers
 from tff_adaptive import runtime
+from tff_adaptive.core import seeds
+from tff_adaptive.optimizers import fedopt_math
 
 _ROUNDS = flags.DEFINE_integer('rounds', 30, 'Timed rounds per implementation (>= 1).')
 _WARMUP = flags.DEFINE_integer('warmup', 3, 'Untimed rounds per implementation first.')
@@ -72,7 +79,7 @@ _MAX_CALLS = flags.DEFINE_integer(
 _INTRA = flags.DEFINE_integer('worker_intra_op_threads', None, 'Worker TF intra-op threads.')
 _INTER = flags.DEFINE_integer('worker_inter_op_threads', None, 'Worker TF inter-op threads.')
 
-IMPLEMENTATIONS = ('ours', 'tff', 'floor')
+IMPLEMENTATIONS = ('ours', 'inprocess', 'inprocess_xla', 'tff', 'floor')
 _EPOCHS = 1
 _BETA_1, _BETA_2 = 0.9, 0.999
 
@@ -135,41 +142,41 @@ def make_model_fn(spec: ModelSpec, seed: int):
 
 
 def client_seed(round_num: int, client: int, num_clients: int) -> np.ndarray:
-  return np.array([_SEED.value, round_num * num_clients + client], np.int64)
+  return seeds.client_seed(_SEED.value, round_num, client, num_clients)
 
 
 class Ours:
-  """tff_adaptive.fedopt fed as training_loop.run_training feeds it."""
+  """`algorithms.build_fedopt` on one of our engines, fed as the training loop feeds it."""
 
-  def __init__(self, model_fn, clients, initial_weights):
+  def __init__(self, model_fn, clients, initial_weights, engine='tff', jit_compile=False):
     self.clients = clients
-    config = client_work_lib.ClientTrainingConfig(
-      learning_rate=_CLIENT_LR.value, batch_size=_BATCH.value, epochs=_EPOCHS
-    )
-    self.process = fedopt.build_fedopt(
+    algorithm = algorithms.build_fedopt(
       model_fn,
-      config,
+      algorithms.ClientTrainingConfig(
+        optimizers.ClientOptimizerConfig('sgd', _CLIENT_LR.value),
+        batch_size=_BATCH.value,
+        epochs=_EPOCHS,
+      ),
       optimizers.build_fedadam(_SERVER_LR.value, tau=_TAU.value, beta_1=_BETA_1, beta_2=_BETA_2),
     )
-    self.state = self.process.set_model_weights(self.process.initialize(), initial_weights)
+    self.engine = engines.build_engine(
+      engine, algorithm, engines.EngineOptions(jit_compile=jit_compile)
+    )
+    self.state = self.engine.initialize(initial_weights)
     self.round_num = 0
-
-  def data(self, round_num):
-    out = []
-    for i, arrays in enumerate(self.clients):
-      arrays = collections.OrderedDict(arrays)
-      arrays[client_work_lib.SEED_KEY] = client_seed(round_num, i, len(self.clients))
-      out.append(tf.data.Dataset.from_tensors(arrays))
-    return out
 
   def run_round(self):
     self.round_num += 1
-    output = self.process.next(self.state, self.data(self.round_num))
-    self.state = output.state
-    return output
+    clients = [
+      engines.RoundClient(str(i), c, client_seed(self.round_num, i, len(self.clients)))
+      for i, c in enumerate(self.clients)
+    ]
+    result = self.engine.next(self.state, clients)
+    self.state = result.state
+    return result
 
   def weights(self):
-    return self.process.get_model_weights(self.state)
+    return self.engine.model_weights(self.state)
 
 
 class TffFedAvg:
@@ -237,13 +244,12 @@ class Floor:
       for a, v, s in zip(self.acc, trainable, self.server):
         a.assign_add(float(n) * (s - v))
     self.step.assign_add(1.0)
-    t = self.step
-    eta = _SERVER_LR.value * tf.sqrt(1.0 - _BETA_2**t) / (1.0 - _BETA_1**t)
+    eta = fedopt_math.bias_corrected_learning_rate(_SERVER_LR.value, _BETA_1, _BETA_2, self.step)
     for s, m, v, a in zip(self.server, self.m, self.v, self.acc):
       g = a / float(n * num_clients)
-      m.assign(_BETA_1 * m + (1.0 - _BETA_1) * g)
-      v.assign(_BETA_2 * v + (1.0 - _BETA_2) * tf.square(g))
-      s.assign_sub(eta * m / (tf.sqrt(v) + _TAU.value))
+      m.assign(fedopt_math.first_moment(m, g, _BETA_1))
+      v.assign(fedopt_math.adam_second_moment(v, g, _BETA_2))
+      s.assign(fedopt_math.adaptive_step(s, m, v, eta, _TAU.value))
     return self.step
 
   def weights(self):
@@ -263,42 +269,56 @@ def check_equivalence() -> list[str]:
   initial = tff.learning.models.ModelWeights.from_model(spec.keras_fn(seed))
   ours = Ours(model_fn, clients, initial)
   out_ours = ours.run_round()
+  inprocess = Ours(model_fn, clients, initial, engine='inprocess')
+  out_inprocess = inprocess.run_round()
+  xla = Ours(model_fn, clients, initial, engine='inprocess', jit_compile=True)
+  xla.run_round()
   # TFF's client work does not shuffle: give it each client's examples in the order of our
   # epoch-1 permutation (a pure function of the client seed of round 1).
   permuted = []
   for i, c in enumerate(clients):
-    perm = client_work_lib.epoch_permutations(
+    perm = seeds.epoch_permutations(
       tf.constant(_EXAMPLES.value), 1, tf.constant(client_seed(1, i, len(clients)))
     )[0]
     permuted.append(collections.OrderedDict((k, v[perm.numpy()]) for k, v in c.items()))
   tff_aligned = TffFedAvg(model_fn, clients, initial)
   out_tff_aligned = tff_aligned.run_round(permuted)
   tff_plain = TffFedAvg(model_fn, clients, initial)
-  out_tff_plain = tff_plain.run_round()
+  tff_plain.run_round()
   floor = Floor(spec.keras_fn, seed, clients, initial)
   floor.run_round()
 
   w0 = initial.trainable
   w_ours = ours.weights().trainable
+  w_inprocess = inprocess.weights().trainable
+  w_xla = xla.weights().trainable
   w_tff_aligned = tff_aligned.weights().trainable
   w_tff_plain = tff_plain.weights().trainable
   w_floor = floor.weights()
   moved = _max_abs_diff(w_ours, w0)
-  loss = lambda out: float(out.metrics['client_work']['train']['loss'])
-  lines = [
-    f'check (mlp, 1 round, Adam step size {_SERVER_LR.value}): max |w1 - w0| = {moved:.3g}',
-    f'  ours vs tff, same batch order:     max |dw| = {_max_abs_diff(w_ours, w_tff_aligned):.3g}',
-    f'  ours vs tff, tff unshuffled:       max |dw| = {_max_abs_diff(w_ours, w_tff_plain):.3g}',
-    f'  floor vs tff, both unshuffled:     max |dw| = {_max_abs_diff(w_floor, w_tff_plain):.3g}',
-    f'  train loss: ours {loss(out_ours):.6f}, tff same order {loss(out_tff_aligned):.6f}, '
-    f'tff unshuffled {loss(out_tff_plain):.6f}',
-  ]
-  ok = (
-    _max_abs_diff(w_ours, w_tff_aligned) < 1e-2 * moved
-    and _max_abs_diff(w_floor, w_tff_plain) < 1e-2 * moved
-    and abs(loss(out_ours) - loss(out_tff_aligned)) < 1e-4
+  tff_loss = float(out_tff_aligned.metrics['client_work']['train']['loss'])
+  diffs = {
+    'ours vs inprocess, same seeds:    ': _max_abs_diff(w_ours, w_inprocess),
+    'ours vs inprocess + XLA steps:    ': _max_abs_diff(w_ours, w_xla),
+    'ours vs tff, same batch order:    ': _max_abs_diff(w_ours, w_tff_aligned),
+    'ours vs tff, tff unshuffled:      ': _max_abs_diff(w_ours, w_tff_plain),
+    'floor vs tff, both unshuffled:    ': _max_abs_diff(w_floor, w_tff_plain),
+  }
+  lines = [f'check (mlp, 1 round, Adam step size {_SERVER_LR.value}): max |w1 - w0| = {moved:.3g}']
+  lines += [f'  {name} max |dw| = {d:.3g}' for name, d in diffs.items()]
+  lines.append(
+    f'  train loss: ours {out_ours.metrics["train_loss"]:.6f}, inprocess '
+    f'{out_inprocess.metrics["train_loss"]:.6f}, tff same order {tff_loss:.6f}'
   )
-  lines.append('  -> ' + ('the three compute the same round' if ok else 'MISMATCH'))
+  ok = (
+    diffs['ours vs inprocess, same seeds:    '] < 1e-5 * moved
+    and diffs['ours vs inprocess + XLA steps:    '] < 1e-2 * moved
+    and diffs['ours vs tff, same batch order:    '] < 1e-2 * moved
+    and diffs['floor vs tff, both unshuffled:    '] < 1e-2 * moved
+    and abs(out_ours.metrics['train_loss'] - tff_loss) < 1e-4
+    and abs(out_ours.metrics['train_loss'] - out_inprocess.metrics['train_loss']) < 1e-6
+  )
+  lines.append('  -> ' + ('they compute the same round' if ok else 'MISMATCH'))
   if not ok:
     raise AssertionError('\n'.join(lines))
   return lines
@@ -329,6 +349,10 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
     started = time.perf_counter()
     if impl == 'ours':
       runners[impl] = Ours(model_fn, clients, initial)
+    elif impl == 'inprocess':
+      runners[impl] = Ours(model_fn, clients, initial, engine='inprocess')
+    elif impl == 'inprocess_xla':
+      runners[impl] = Ours(model_fn, clients, initial, engine='inprocess', jit_compile=True)
     elif impl == 'tff':
       runners[impl] = TffFedAvg(model_fn, clients, initial)
     else:
@@ -346,7 +370,8 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
   block, done = 0, 0
   while done < _ROUNDS.value:
     size = min(_BLOCK.value, _ROUNDS.value - done)
-    order = IMPLEMENTATIONS[block % 3 :] + IMPLEMENTATIONS[: block % 3]
+    k = block % len(IMPLEMENTATIONS)
+    order = IMPLEMENTATIONS[k:] + IMPLEMENTATIONS[:k]
     for impl in order:
       for _ in range(size):
         c0, t0 = _cpu_s(worker_pid), time.perf_counter()
@@ -362,6 +387,8 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
     row[f'{impl}_s'] = med[impl]
   row['ours_over_tff'] = med['ours'] / med['tff']
   row['ours_over_floor'] = med['ours'] / med['floor']
+  row['inprocess_over_floor'] = med['inprocess'] / med['floor']
+  row['inprocess_xla_over_floor'] = med['inprocess_xla'] / med['floor']
   for impl in IMPLEMENTATIONS:
     q25, q75 = np.percentile(wall[impl], [25, 75])
     row[f'{impl}_q25_s'], row[f'{impl}_q75_s'] = float(q25), float(q75)
@@ -376,14 +403,16 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
 
 def _format_tables(rows) -> str:
   lines = [
-    f'{"model":<11} {"params":>9} {"ours s/rd":>10} {"TFF s/rd":>10} '
-    f'{"floor s/rd":>10} {"ours/TFF":>9} {"ours/floor":>10}'
+    'seconds per round (median); ratios to TFF built-in and to the floor',
+    f'{"model":<11} {"params":>9} {"ours-tff":>9} {"inproc":>9} {"inp+XLA":>9} {"TFF":>9} '
+    f'{"floor":>9} {"ours/TFF":>9} {"ours/fl":>8} {"inp/fl":>7} {"XLA/fl":>7}',
   ]
   for r in rows:
     lines.append(
-      f'{r["model"]:<11} {r["params"]:>9,} {r["ours_s"]:>10.4f} {r["tff_s"]:>10.4f} '
-      f'{r["floor_s"]:>10.4f} {r["ours_over_tff"]:>9.2f} '
-      f'{r["ours_over_floor"]:>10.2f}'
+      f'{r["model"]:<11} {r["params"]:>9,} {r["ours_s"]:>9.4f} {r["inprocess_s"]:>9.4f} '
+      f'{r["inprocess_xla_s"]:>9.4f} {r["tff_s"]:>9.4f} {r["floor_s"]:>9.4f} '
+      f'{r["ours_over_tff"]:>9.2f} {r["ours_over_floor"]:>8.2f} '
+      f'{r["inprocess_over_floor"]:>7.2f} {r["inprocess_xla_over_floor"]:>7.2f}'
     )
   lines.append('')
   lines.append('noise: interquartile range of s/round; CPU s/round (this process + TFF worker)')

@@ -48,16 +48,36 @@ __all__ += [
 
 from datasets.stackoverflow_counts import load_tag_counts  # noqa: E402
 from datasets.stackoverflow_counts import load_word_counts  # noqa: E402
+from datasets.tff_sqlite import ClientArrays  # noqa: E402
 from datasets.tff_sqlite import FederatedSplits
 from datasets.tff_sqlite import MappedClients
 from datasets.tff_sqlite import SqlClients  # noqa: E402
 from datasets.tff_sqlite import load_federated
 
 __all__ += [
+  'ClientArrays',
   'FederatedSplits',
   'MappedClients',
   'SqlClients',
   'load_federated',
   'load_tag_counts',
   'load_word_counts',
+]
+
+from datasets.tff_format import cifar100_example  # noqa: E402
+from datasets.tff_format import emnist_example
+from datasets.tff_format import serialize_example
+from datasets.tff_format import shakespeare_example
+from datasets.tff_format import stackoverflow_example
+from datasets.tff_format import write_emnist_scale
+from datasets.tff_format import write_tff_sqlite
+
+__all__ += [
+  'cifar100_example',
+  'emnist_example',
+  'serialize_example',
+  'shakespeare_example',
+  'stackoverflow_example',
+  'write_emnist_scale',
+  'write_tff_sqlite',
 ]

@@ -1,4 +1,4 @@
-"""The one federated trainer: parse flags, build the task and process, run the shared loop.
+"""The one federated trainer: parse flags, build the task and algorithm, run the loop on an engine.
 
   python -m run.federated_trainer --task=fmnist --server_optimizer=adam
   bazel run //run:federated_trainer -- --task=synthetic --server_optimizer=yogi
@@ -7,6 +7,7 @@ Exit codes: 0 done; 2 bad input (flag, data, or a different run in the experimen
 directory); 3 training diverged; 130 interrupted (rerun the same command to resume).
 """
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -22,16 +23,17 @@ import tensorflow_federated as tff
 import datasets
 from run import flags as trainer_flags
 import tasks
-from tff_adaptive import evaluation
-from tff_adaptive import fedopt
-from tff_adaptive import optimizers
+from tff_adaptive import algorithms
+from tff_adaptive import engines
 
 # runtime's atexit hook also stops TFF's import-time context cleanly when a bad flag exits
 # early (otherwise TFF prints "Exception ignored ... 'Popen'").
 from tff_adaptive import runtime
-from tff_adaptive import sampling
-from tff_adaptive import schedules
-from tff_adaptive import training_loop
+from tff_adaptive.loop import evaluation
+from tff_adaptive.loop import outputs
+from tff_adaptive.loop import sampling
+from tff_adaptive.loop import training_loop
+from tff_adaptive.optimizers import server as server_optimizers
 
 FLAGS = flags.FLAGS
 
@@ -64,29 +66,41 @@ def main(argv):
     sampler = sampling.build_client_sampler(
       task.client_ids, config.clients_per_round, config.seed, config.client_sampler
     )
-    training_loop.check_or_write_hparams(output_dir, dataclasses.asdict(config))
+    outputs.check_or_write_hparams(output_dir, trainer_flags.hparams_record(config))
   except (datasets.DataNotFoundError, datasets.DataFormatError, ValueError) as e:
     _fail(str(e), 2)
 
   tf.keras.utils.set_random_seed(config.seed)
   initial_weights = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(config.seed))
-  server_lr = config.server.learning_rate
-  server_schedule = (
-    None
-    if config.server_lr_schedule.name == 'constant'
-    else schedules.build_schedule(server_lr, config.server_lr_schedule)
+  algorithm = algorithms.build_algorithm(
+    config.algorithm,
+    algorithms.AlgorithmInputs(
+      model_fn=lambda: task.model_fn(config.seed),
+      client=config.client,
+      server_optimizer=server_optimizers.build_server_optimizer(config.server),
+      server_learning_rate=config.server.learning_rate,
+      server_lr_schedule=config.server_lr_schedule,
+      num_clients=len(task.client_ids),
+    ),
   )
-  print(f'{task.description}\noutput: {output_dir}', flush=True)
+  print(
+    f'{task.description}\n{config.algorithm} ({config.server.name} server) on engine '
+    f'{config.engine}\noutput: {output_dir}',
+    flush=True,
+  )
   try:
-    with runtime.local_execution():
-      process = fedopt.build_fedopt(
-        lambda: task.model_fn(config.seed),
-        config.client,
-        optimizers.build_server_optimizer(config.server),
-        server_schedule,
+    with runtime.local_execution() if config.engine == 'tff' else contextlib.nullcontext():
+      engine = engines.build_engine(
+        config.engine,
+        algorithm,
+        engines.EngineOptions(
+          clients_per_round=config.clients_per_round,
+          device=config.runtime.device,
+          jit_compile=config.runtime.xla,
+        ),
       )
       final = training_loop.run_training(
-        process,
+        engine,
         initial_weights,
         task.train_clients,
         sampler,
@@ -95,9 +109,8 @@ def main(argv):
         task.client_test,
         training_loop.LoopConfig(
           total_rounds=config.total_rounds,
-          clients_per_round=config.clients_per_round,
-          rounds_per_eval=FLAGS.rounds_per_eval,
-          rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
+          rounds_per_eval=config.runtime.rounds_per_eval,
+          rounds_per_checkpoint=config.runtime.rounds_per_checkpoint,
           seed=config.seed,
           output_dir=output_dir,
         ),
@@ -110,7 +123,8 @@ def main(argv):
     _fail(f'{e}; checkpoints and metrics written so far are intact in {output_dir}', 2)
   except KeyboardInterrupt:
     _fail(
-      f'interrupted; rerun the same command to resume from the last checkpoint in {output_dir}', 130
+      f'interrupted; rerun the same command to resume from the last checkpoint in {output_dir}',
+      130,
     )
   summary = ', '.join(
     f'{k}={v:.4f}'

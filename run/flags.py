@@ -1,7 +1,9 @@
 """All command-line flags of the trainer, and their translation into typed configs.
 
 Flag names follow google-research/federated's `optimization` trainer where it has one.
-Flags left unset take the task's published defaults (`tasks.TaskDefaults`).
+Flags left unset take the task's published defaults (`tasks.TaskDefaults`), then the
+registries' (`SERVER_OPTIMIZERS[name].default_learning_rate`). Every choice flag is checked
+against its registry, with one message: `unknown <kind> 'x'; valid choices: ...`.
 """
 
 import dataclasses
@@ -10,36 +12,54 @@ from typing import Any
 from absl import flags
 
 import tasks
-from tff_adaptive import client_work
-from tff_adaptive import optimizers
-from tff_adaptive import sampling
-from tff_adaptive import schedules
-
-CLIENT_OPTIMIZERS = ('sgd', 'sgdm')
+from tff_adaptive import algorithms
+from tff_adaptive import engines
+from tff_adaptive import registry
+from tff_adaptive.engines import inprocess
+from tff_adaptive.loop import sampling
+from tff_adaptive.optimizers import client as client_optimizers
+from tff_adaptive.optimizers import schedules
+from tff_adaptive.optimizers import server as server_optimizers
 
 # Task and data.
 flags.DEFINE_string('task', 'fmnist', f'Task: one of {", ".join(tasks.TASKS)}.')
 flags.DEFINE_string(
   'data_dir',
   None,
-  "Directory with the task's data files (default: the "
-  "task's own location, e.g. the Debian package for fmnist).",
+  "Directory with the task's data files (default: the task's own location, e.g. the Debian "
+  'package for fmnist).',
 )
 flags.DEFINE_float('dirichlet_alpha', 0.1, 'Dirichlet label-skew concentration (fmnist).')
 flags.DEFINE_float('synthetic_alpha', 1.0, 'LEAF Synthetic alpha (synthetic).')
 flags.DEFINE_float('synthetic_beta', 1.0, 'LEAF Synthetic beta (synthetic).')
 flags.DEFINE_integer('num_clients', None, 'Population size of generated/partitioned tasks.')
+# Algorithm and engine.
+flags.DEFINE_string(
+  'algorithm', 'fedopt', f'Federated algorithm: one of {", ".join(algorithms.ALGORITHMS)}.'
+)
+flags.DEFINE_string(
+  'engine',
+  'tff',
+  "How rounds run: tff (a TFF LearningProcess on TFF's runtime) or inprocess (one compiled TF "
+  'function per round in this process; CPU or GPU).',
+)
+flags.DEFINE_string(
+  'device', None, "inprocess engine: TF device, e.g. 'CPU:0' or 'GPU:0' (default: TF's choice)."
+)
+flags.DEFINE_bool('xla', False, 'inprocess engine: compile every local step with XLA.')
 # Server optimizer.
 flags.DEFINE_string(
-  'server_optimizer', 'sgd', f'Server optimizer: one of {", ".join(optimizers.SERVER_OPTIMIZERS)}.'
+  'server_optimizer',
+  'sgd',
+  f'Server optimizer: one of {", ".join(server_optimizers.SERVER_OPTIMIZERS)}.',
 )
 flags.DEFINE_float('server_learning_rate', None, "Server learning rate (default: task's).")
 flags.DEFINE_float('server_momentum', 0.9, 'Server momentum (sgdm).')
 flags.DEFINE_float(
   'tau',
   None,
-  "Adaptivity tau (adagrad, adam, yogi); default: the task's "
-  'published value for the optimizer, else 1e-3.',
+  "Adaptivity tau (adagrad, adam, yogi); default: the task's published value for the optimizer, "
+  'else 1e-3.',
 )
 flags.DEFINE_float(
   'server_beta_1', None, 'First-moment decay (default 0 for adagrad, 0.9 for adam/yogi).'
@@ -50,15 +70,17 @@ flags.DEFINE_float(
 )
 flags.DEFINE_string(
   'adaptive_variant',
-  optimizers.PUBLISHED,
-  f"One of {', '.join(optimizers.VARIANTS)}: the authors' code that produced "
-  'the published tables, or Algorithm 2 as printed.',
+  server_optimizers.PUBLISHED,
+  f"One of {', '.join(server_optimizers.VARIANTS)}: the authors' code that produced the "
+  'published tables, or Algorithm 2 as printed.',
 )
 flags.DEFINE_string(
   'server_lr_schedule', 'constant', f'Server lr schedule: one of {", ".join(schedules.SCHEDULES)}.'
 )
 # Client optimizer.
-flags.DEFINE_string('client_optimizer', 'sgd', f'One of {", ".join(CLIENT_OPTIMIZERS)}.')
+flags.DEFINE_string(
+  'client_optimizer', 'sgd', f'One of {", ".join(client_optimizers.CLIENT_OPTIMIZERS)}.'
+)
 flags.DEFINE_float('client_learning_rate', None, "Client learning rate (default: task's).")
 flags.DEFINE_float('client_momentum', 0.9, 'Client momentum (sgdm).')
 flags.DEFINE_string(
@@ -75,41 +97,82 @@ flags.DEFINE_string('root_output_dir', 'results', 'Root of all experiment direct
 flags.DEFINE_string(
   'experiment_name',
   None,
-  'Experiment directory name (default: <task>_<server_optimizer>_seed<seed>).',
+  'Experiment directory name (default: <task>_<server_optimizer>_seed<seed>, with '
+  '_<algorithm> after the task for algorithms other than fedopt).',
 )
 flags.DEFINE_string(
   'client_sampler',
   'tff',
-  "Client sampling: tff (TFF's sampler, the published client order, "
-  'O(population) per round) or fast (O(clients_per_round), another order).',
+  "Client sampling: tff (TFF's sampler, the published client order, O(population) per round) "
+  'or fast (O(clients_per_round), another order).',
 )
 flags.DEFINE_integer(
   'seed',
   1,
-  'Seed of client sampling, shuffling, partitioning and init '
-  '(the published runs sampled clients with seed 1).',
+  'Seed of client sampling, shuffling, partitioning and init (the published runs sampled '
+  'clients with seed 1).',
 )
 
 FLAGS = flags.FLAGS
 
 
 @dataclasses.dataclass(frozen=True)
+class RuntimeConfig:
+  """Settings that do not change a run's trajectory (recorded, not fingerprinted)."""
+
+  rounds_per_eval: int = 10
+  rounds_per_checkpoint: int = 50
+  device: str | None = None
+  xla: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
-  """Everything that determines a run's trajectory (stored as hparams.json)."""
+  """Everything that determines a run's trajectory, plus its runtime settings."""
 
   task: tasks.TaskConfig
-  server: optimizers.ServerOptimizerConfig
+  algorithm: str
+  engine: str
+  server: server_optimizers.ServerOptimizerConfig
   server_lr_schedule: schedules.ScheduleConfig
-  client: client_work.ClientTrainingConfig
+  client: algorithms.ClientTrainingConfig
   clients_per_round: int
   total_rounds: int
   seed: int
   client_sampler: str = 'tff'
+  runtime: RuntimeConfig = RuntimeConfig()
+
+
+def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
+  """hparams.json: what shaped the run; only the hyperparameters the chosen parts read.
+
+  `runtime` is recorded without being fingerprinted (`loop.outputs`).
+  """
+  client = config.client
+  return {
+    'task': dataclasses.asdict(config.task),
+    'algorithm': config.algorithm,
+    'engine': config.engine,
+    'server': server_optimizers.server_optimizer_record(config.server),
+    'server_lr_schedule': schedules.schedule_record(config.server_lr_schedule),
+    'client': {
+      'optimizer': client_optimizers.client_optimizer_record(client.optimizer),
+      'epochs': client.epochs,
+      'batch_size': client.batch_size,
+      'lr_schedule': schedules.schedule_record(client.lr_schedule),
+    },
+    'clients_per_round': config.clients_per_round,
+    'total_rounds': config.total_rounds,
+    'seed': config.seed,
+    'client_sampler': config.client_sampler,
+    'runtime': dataclasses.asdict(config.runtime),
+  }
 
 
 def _choice(name: str, value: str, valid) -> str:
   if value not in valid:
-    raise ValueError(f'--{name}={value!r} is not valid; valid choices: {", ".join(valid)}')
+    kind = getattr(valid, 'kind', name.replace('_', ' '))
+    raise ValueError(f'--{name}: {registry.unknown_message(kind, value, valid)}')
   return value
 
 
@@ -130,9 +193,11 @@ def experiment_config_from_flags() -> ExperimentConfig:
     ValueError: one line naming the bad flag, its value and the valid choices/range.
   """
   _choice('task', FLAGS.task, tasks.TASKS)
-  _choice('server_optimizer', FLAGS.server_optimizer, optimizers.SERVER_OPTIMIZERS)
-  _choice('client_optimizer', FLAGS.client_optimizer, CLIENT_OPTIMIZERS)
-  _choice('adaptive_variant', FLAGS.adaptive_variant, optimizers.VARIANTS)
+  _choice('algorithm', FLAGS.algorithm, algorithms.ALGORITHMS)
+  _choice('engine', FLAGS.engine, engines.ENGINES)
+  _choice('server_optimizer', FLAGS.server_optimizer, server_optimizers.SERVER_OPTIMIZERS)
+  _choice('client_optimizer', FLAGS.client_optimizer, client_optimizers.CLIENT_OPTIMIZERS)
+  _choice('adaptive_variant', FLAGS.adaptive_variant, server_optimizers.VARIANTS)
   _choice('server_lr_schedule', FLAGS.server_lr_schedule, schedules.SCHEDULES)
   _choice('client_lr_schedule', FLAGS.client_lr_schedule, schedules.SCHEDULES)
   _choice('client_sampler', FLAGS.client_sampler, sampling.SAMPLING_METHODS)
@@ -152,29 +217,41 @@ def experiment_config_from_flags() -> ExperimentConfig:
     _positive(name, FLAGS[name].value)
   if FLAGS.seed < 0:
     raise ValueError(f'--seed must be >= 0, got {FLAGS.seed}')
+  if FLAGS.engine != 'inprocess' and (FLAGS.device is not None or FLAGS.xla):
+    raise ValueError('--device and --xla need --engine=inprocess')
+  try:
+    inprocess.check_device(FLAGS.device)
+  except ValueError as e:
+    raise ValueError(f'--device: {e}') from None
   defaults = tasks.TASKS[FLAGS.task].defaults
   total_rounds = _or(FLAGS.total_rounds, defaults.total_rounds)
-  client_momentum = FLAGS.client_momentum if FLAGS.client_optimizer == 'sgdm' else 0.0
+  server_name = FLAGS.server_optimizer
   try:
-    server = optimizers.ServerOptimizerConfig(
-      name=FLAGS.server_optimizer,
+    server = server_optimizers.ServerOptimizerConfig(
+      name=server_name,
       learning_rate=_or(
-        FLAGS.server_learning_rate, defaults.server_learning_rate[FLAGS.server_optimizer]
+        FLAGS.server_learning_rate,
+        defaults.server_learning_rate.get(
+          server_name, server_optimizers.SERVER_OPTIMIZERS[server_name].default_learning_rate
+        ),
       ),
       momentum=FLAGS.server_momentum,
-      tau=_or(FLAGS.tau, defaults.tau.get(FLAGS.server_optimizer, 1e-3)),
+      tau=_or(FLAGS.tau, defaults.tau.get(server_name, 1e-3)),
       beta_1=FLAGS.server_beta_1,
       beta_2=FLAGS.server_beta_2,
       initial_accumulator_value=FLAGS.initial_accumulator_value,
       variant=FLAGS.adaptive_variant,
     )
-    optimizers.build_server_optimizer(server)  # validates the hyperparameters
-    client = client_work.ClientTrainingConfig(
-      learning_rate=_or(
-        FLAGS.client_learning_rate,
-        defaults.client_learning_rates.get(FLAGS.server_optimizer, defaults.client_learning_rate),
+    server_optimizers.build_server_optimizer(server)  # validates the hyperparameters
+    client = algorithms.ClientTrainingConfig(
+      optimizer=client_optimizers.ClientOptimizerConfig(
+        name=FLAGS.client_optimizer,
+        learning_rate=_or(
+          FLAGS.client_learning_rate,
+          defaults.client_learning_rates.get(server_name, defaults.client_learning_rate),
+        ),
+        momentum=FLAGS.client_momentum,
       ),
-      momentum=client_momentum,
       epochs=FLAGS.client_epochs_per_round,
       batch_size=_or(FLAGS.client_batch_size, defaults.client_batch_size),
       lr_schedule=schedules.ScheduleConfig(FLAGS.client_lr_schedule, total_rounds=total_rounds),
@@ -191,6 +268,8 @@ def experiment_config_from_flags() -> ExperimentConfig:
       synthetic_beta=FLAGS.synthetic_beta,
       num_clients=FLAGS.num_clients,
     ),
+    algorithm=FLAGS.algorithm,
+    engine=FLAGS.engine,
     server=server,
     server_lr_schedule=schedules.ScheduleConfig(
       FLAGS.server_lr_schedule, total_rounds=total_rounds
@@ -200,8 +279,17 @@ def experiment_config_from_flags() -> ExperimentConfig:
     total_rounds=total_rounds,
     seed=FLAGS.seed,
     client_sampler=FLAGS.client_sampler,
+    runtime=RuntimeConfig(
+      rounds_per_eval=FLAGS.rounds_per_eval,
+      rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
+      device=FLAGS.device,
+      xla=FLAGS.xla,
+    ),
   )
 
 
 def experiment_name(config: ExperimentConfig) -> str:
-  return FLAGS.experiment_name or (f'{config.task.name}_{config.server.name}_seed{config.seed}')
+  algorithm = '' if config.algorithm == 'fedopt' else f'_{config.algorithm}'
+  return FLAGS.experiment_name or (
+    f'{config.task.name}{algorithm}_{config.server.name}_seed{config.seed}'
+  )

@@ -9,10 +9,10 @@ from tasks import fmnist
 from tasks import shakespeare
 from tasks import stackoverflow
 from tasks import synthetic
-from tasks.base import ClientArrays
 from tasks.base import Task
 from tasks.base import TaskConfig
 from tasks.base import TaskDefaults
+from tff_adaptive import registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,25 +23,26 @@ class TaskEntry:
   defaults: TaskDefaults
 
 
-TASKS: dict[str, TaskEntry] = {
-  'fmnist': TaskEntry(fmnist.build_fmnist_task, fmnist.DEFAULTS),
-  'synthetic': TaskEntry(synthetic.build_synthetic_task, synthetic.DEFAULTS),
-  # The seven tasks of Reddi et al. 2021 (App. C-D).
-  'emnist_cr': TaskEntry(emnist.build_emnist_cr_task, emnist.CR_DEFAULTS),
-  'emnist_ae': TaskEntry(emnist.build_emnist_ae_task, emnist.AE_DEFAULTS),
-  'shakespeare': TaskEntry(shakespeare.build_shakespeare_task, shakespeare.DEFAULTS),
-  'so_nwp': TaskEntry(stackoverflow.build_so_nwp_task, stackoverflow.NWP_DEFAULTS),
-  'so_lr': TaskEntry(stackoverflow.build_so_lr_task, stackoverflow.LR_DEFAULTS),
-  'cifar10': TaskEntry(cifar.build_cifar10_task, cifar.CIFAR10_DEFAULTS),
-  'cifar100': TaskEntry(cifar.build_cifar100_task, cifar.CIFAR100_DEFAULTS),
-}
+TASKS: registry.Registry[TaskEntry] = registry.Registry(
+  'task',
+  {
+    'fmnist': TaskEntry(fmnist.build_fmnist_task, fmnist.DEFAULTS),
+    'synthetic': TaskEntry(synthetic.build_synthetic_task, synthetic.DEFAULTS),
+    # The seven tasks of Reddi et al. 2021 (App. C-D).
+    'emnist_cr': TaskEntry(emnist.build_emnist_cr_task, emnist.CR_DEFAULTS),
+    'emnist_ae': TaskEntry(emnist.build_emnist_ae_task, emnist.AE_DEFAULTS),
+    'shakespeare': TaskEntry(shakespeare.build_shakespeare_task, shakespeare.DEFAULTS),
+    'so_nwp': TaskEntry(stackoverflow.build_so_nwp_task, stackoverflow.NWP_DEFAULTS),
+    'so_lr': TaskEntry(stackoverflow.build_so_lr_task, stackoverflow.LR_DEFAULTS),
+    'cifar10': TaskEntry(cifar.build_cifar10_task, cifar.CIFAR10_DEFAULTS),
+    'cifar100': TaskEntry(cifar.build_cifar100_task, cifar.CIFAR100_DEFAULTS),
+  },
+)
 
 
 def build_task(config: TaskConfig) -> Task:
   """Looks config.name up in TASKS; ValueError lists the valid names."""
-  if config.name not in TASKS:
-    raise ValueError(f'unknown task {config.name!r}; valid choices: {", ".join(TASKS)}')
   return TASKS[config.name].build(config)
 
 
-__all__ = ['TASKS', 'TaskEntry', 'ClientArrays', 'Task', 'TaskConfig', 'TaskDefaults', 'build_task']
+__all__ = ['TASKS', 'TaskEntry', 'Task', 'TaskConfig', 'TaskDefaults', 'build_task']

@@ -18,18 +18,15 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-ClientArrays = collections.OrderedDict  # feature name -> np.ndarray [examples, ...]
-
-
-def _default_server_learning_rates() -> dict[str, float]:
-  return {'sgd': 1.0, 'sgdm': 0.3, 'adagrad': 0.1, 'adam': 0.01, 'yogi': 0.01}
+from datasets import ClientArrays  # feature name -> np.ndarray [examples, ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskDefaults:
   """The paper's per-task settings, used when the matching flag is not given.
 
-  server_learning_rate maps each server optimizer name to its default eta.
+  server_learning_rate optionally maps a server optimizer name to this task's default eta;
+  optimizers absent use their registry default (`SERVER_OPTIMIZERS[name].default_learning_rate`).
   client_learning_rates optionally maps a server optimizer name to the client learning rate
   published with it (Reddi et al. Table 8); optimizers absent use client_learning_rate.
   tau optionally maps an adaptive server optimizer name to its published tau (Table 9);
@@ -40,9 +37,7 @@ class TaskDefaults:
   client_batch_size: int = 20
   total_rounds: int = 100
   client_learning_rate: float = 0.1
-  server_learning_rate: Mapping[str, float] = dataclasses.field(
-    default_factory=_default_server_learning_rates
-  )
+  server_learning_rate: Mapping[str, float] = dataclasses.field(default_factory=dict)
   client_learning_rates: Mapping[str, float] = dataclasses.field(default_factory=dict)
   tau: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
@@ -128,11 +123,6 @@ class Task:
       input_spec=self.input_spec,
       metrics=self.metrics_fn(),
     )
-
-
-def arrays_from_indices(features: Mapping[str, np.ndarray], indices: np.ndarray) -> ClientArrays:
-  """The examples at `indices` of each feature array, as a new OrderedDict."""
-  return collections.OrderedDict((k, v[indices]) for k, v in features.items())
 
 
 def concat_clients(

@@ -12,7 +12,7 @@ Optimization." ICLR 2021.
   label proportions (Hsu et al. 2019), partition seeded by ``--seed``.
 
 Client arrays hold the raw uint8 images [n, 32, 32, 3]; the model's first layer
-(``reddi_models.CifarPreprocessing``) does C.1's preprocessing: when training, a random 24x24
+(``tasks.layers.CifarPreprocessing``) does C.1's preprocessing: when training, a random 24x24
 crop and horizontal flip per image and step drawn from the client-training step seed (so a run
 is a pure function of its seed and every local epoch sees new crops, as the authors'
 ``shuffle().repeat().map(random crop)`` pipeline); at evaluation, the central 24x24 crop; then

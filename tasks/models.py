@@ -16,15 +16,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tff_adaptive.stateless_dropout import StatelessDropout
+from tasks.layers import StatelessDropout
+from tasks.layers import check_int
 
 __all__ = ['build_emnist_cr_cnn', 'build_fmnist_cnn', 'build_softmax_regression']
-
-
-def _check_int(name: str, value, low: int) -> int:
-  if isinstance(value, bool) or not isinstance(value, int) or value < low:
-    raise ValueError(f'{name}={value!r} is invalid; expected an integer >= {low}')
-  return value
 
 
 def _seeded(seed: int | None, offset: int) -> dict:
@@ -49,14 +44,14 @@ def build_fmnist_cnn(num_classes: int = 10, seed: int | None = None) -> tf.keras
   Args:
       num_classes: number of output logits, >= 2.
       seed: optional seed for the kernel initialisers; None = unseeded. Dropout masks come from
-          the training loop's seeds (``tff_adaptive.stateless_dropout``), so a federated run is
+          the training loop's seeds (``tasks.layers``), so a federated run is
           a pure function of its seed.
 
   Returns:
       An uncompiled ``tf.keras.Sequential`` mapping float32 [B, 28, 28, 1] to logits
       [B, num_classes].
   """
-  num_classes = _check_int('num_classes', num_classes, 2)
+  num_classes = check_int('num_classes', num_classes, 2)
   layers = tf.keras.layers
   return tf.keras.Sequential(
     [
@@ -127,8 +122,8 @@ def build_softmax_regression(
       An uncompiled ``tf.keras.Sequential`` mapping float32 [B, num_features] to logits
       [B, num_classes].
   """
-  num_features = _check_int('num_features', num_features, 1)
-  num_classes = _check_int('num_classes', num_classes, 2)
+  num_features = check_int('num_features', num_features, 1)
+  num_classes = check_int('num_classes', num_classes, 2)
   return tf.keras.Sequential(
     [
       tf.keras.Input(shape=(num_features,), dtype=tf.float32),

@@ -20,9 +20,9 @@ published tables, and say so:
   GroupNorm with 2 groups as the paper states (their code used the library default, 32).
   Their stages all have stride 1 (a 24x24 crop is 6x6 after the stem); ``stage_strides`` can
   give He et al.'s (1, 2, 2, 2), which does not change the parameter count.
-* ``CifarPreprocessing``: C.1's random 24x24 crop + horizontal flip when training, central crop
-  at inference, then per-image standardisation, as a layer whose randomness is a pure function of
-  the client-training step seed (see ``tff_adaptive.stateless_dropout``).
+* C.1's CIFAR preprocessing (random 24x24 crop + horizontal flip when training, central crop at
+  inference, per-image standardisation) is ``tasks.layers.CifarPreprocessing``, in front of the
+  ResNet.
 
 Every model outputs LOGITS except the autoencoder (sigmoid reconstructions, for an MSE loss).
 Initialisers are the authors' (seeded per layer with ``seed + offset`` when ``seed`` is given).
@@ -34,10 +34,10 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from tff_adaptive import stateless_dropout
+from tasks.layers import CifarPreprocessing
+from tasks.layers import check_int
 
 __all__ = [
-  'CifarPreprocessing',
   'DropMask',
   'build_emnist_autoencoder',
   'build_resnet18_gn',
@@ -47,12 +47,6 @@ __all__ = [
 ]
 
 layers = tf.keras.layers
-
-
-def _check_int(name: str, value, low: int) -> int:
-  if isinstance(value, bool) or not isinstance(value, int) or value < low:
-    raise ValueError(f'{name}={value!r} is invalid; expected an integer >= {low}')
-  return value
 
 
 def _init(cls, seed: int | None, offset: int, **kwargs):
@@ -138,8 +132,8 @@ def build_shakespeare_lstm(
       An uncompiled model mapping int32 [B, sequence_length] token ids to logits
       [B, sequence_length, vocab_size].
   """
-  vocab_size = _check_int('vocab_size', vocab_size, 2)
-  sequence_length = _check_int('sequence_length', sequence_length, 1)
+  vocab_size = check_int('vocab_size', vocab_size, 2)
+  sequence_length = check_int('sequence_length', sequence_length, 1)
   return tf.keras.Sequential(
     [
       tf.keras.Input(shape=(sequence_length,), dtype=tf.int32),
@@ -181,8 +175,8 @@ def build_so_nwp_lstm(
       An uncompiled model mapping int32 [B, sequence_length] to logits
       [B, sequence_length, vocab_size].
   """
-  vocab_size = _check_int('vocab_size', vocab_size, 2)
-  sequence_length = _check_int('sequence_length', sequence_length, 1)
+  vocab_size = check_int('vocab_size', vocab_size, 2)
+  sequence_length = check_int('sequence_length', sequence_length, 1)
   return tf.keras.Sequential(
     [
       tf.keras.Input(shape=(sequence_length,), dtype=tf.int32),
@@ -224,8 +218,8 @@ def build_so_lr(
   Returns:
       An uncompiled model mapping float32 [B, num_words] to logits [B, num_tags].
   """
-  num_words = _check_int('num_words', num_words, 1)
-  num_tags = _check_int('num_tags', num_tags, 1)
+  num_words = check_int('num_words', num_words, 1)
+  num_tags = check_int('num_tags', num_tags, 1)
   return tf.keras.Sequential(
     [
       tf.keras.Input(shape=(num_words,), dtype=tf.float32),
@@ -237,62 +231,6 @@ def build_so_lr(
     ],
     name='so_lr',
   )
-
-
-class CifarPreprocessing(layers.Layer):
-  """Reddi et al. C.1's CIFAR preprocessing, deterministic given the training-step seed.
-
-  Training: a uniformly random crop_size x crop_size window (offsets 0..32-crop_size, as
-  ``tf.image.random_crop``) and a horizontal flip with probability 1/2 (as
-  ``tf.image.random_flip_left_right``), drawn per image. Inference: the central window
-  (offset (32 - crop_size) // 2, as ``tf.image.resize_with_crop_or_pad``). Then, for both,
-  ``tf.image.per_image_standardization``: (x - mean) / max(std, 1/sqrt(pixels)) per image.
-
-  Inside ``stateless_dropout.step_seeds(seed)`` (FedOpt's local training) the crops and flips
-  come from stateless ops keyed by that step's seed, like ``StatelessDropout``'s masks, so a
-  round is a pure function of the client seeds and each local step (and epoch) sees fresh
-  augmentations. Outside such a context it uses ordinary stateful random ops.
-  """
-
-  def __init__(self, crop_size: int = 24, **kwargs):
-    super().__init__(**kwargs)
-    self.crop_size = _check_int('crop_size', crop_size, 1)
-
-  def call(self, images, training=None):
-    images = tf.cast(images, tf.float32)
-    height, width = images.shape[1], images.shape[2]
-    if self.crop_size > min(height, width):
-      raise ValueError(f'crop_size={self.crop_size} exceeds the image size {height}x{width}')
-    batch = tf.shape(images)[0]
-    span = tf.range(self.crop_size)
-    if training:
-      seed = stateless_dropout._next_seed()  # pylint: disable=protected-access
-      max_y, max_x = height - self.crop_size + 1, width - self.crop_size + 1
-      if seed is None:
-        off_y = tf.random.uniform([batch], 0, max_y, tf.int32)
-        off_x = tf.random.uniform([batch], 0, max_x, tf.int32)
-        flip = tf.random.uniform([batch], 0, 2, tf.int32)
-      else:
-        draws = [
-          tf.random.stateless_uniform([batch], tf.stack([seed[0], seed[1] * 3 + k]), 0, m, tf.int32)
-          for k, m in enumerate((max_y, max_x, 2))
-        ]
-        off_y, off_x, flip = draws
-      rows = off_y[:, None] + span[None, :]
-      cols = tf.where(
-        flip[:, None] > 0,
-        off_x[:, None] + self.crop_size - 1 - span[None, :],
-        off_x[:, None] + span[None, :],
-      )
-    else:
-      rows = tf.broadcast_to((height - self.crop_size) // 2 + span, [batch, self.crop_size])
-      cols = tf.broadcast_to((width - self.crop_size) // 2 + span, [batch, self.crop_size])
-    images = tf.gather(images, rows, axis=1, batch_dims=1)
-    images = tf.gather(images, cols, axis=2, batch_dims=1)
-    return tf.image.per_image_standardization(images)
-
-  def get_config(self):
-    return {**super().get_config(), 'crop_size': self.crop_size}
 
 
 def _conv(
@@ -349,8 +287,8 @@ def build_resnet18_gn(
   Returns:
       An uncompiled model mapping uint8 [B, *image_shape] images to logits [B, num_classes].
   """
-  num_classes = _check_int('num_classes', num_classes, 2)
-  groups = _check_int('groups', groups, 1)
+  num_classes = check_int('num_classes', num_classes, 2)
+  groups = check_int('groups', groups, 1)
   if 64 % groups:
     raise ValueError(f'groups={groups} is invalid; it must divide 64')
   if len(stage_strides) != 4 or any(s not in (1, 2) for s in stage_strides):

@@ -1,15 +1,16 @@
-"""Generators of small (or very large) federated data files in exactly TFF's on-disk formats.
+"""Small federated data files in exactly TFF's on-disk formats, for the test suite.
 
 TFF publishes its federated datasets as SQLite files (``emnist_all.sqlite``, ``shakespeare.sqlite``,
-``stackoverflow.sqlite``, ``cifar100.sqlite``) with two tables::
+``stackoverflow.sqlite``, ``cifar100.sqlite``); the format and its writers (`write_tff_sqlite`, the
+per-dataset example encoders, `serialize_example`, and the synthetic `write_emnist_scale`) are
+library code in ``datasets/tff_format.py`` and re-exported here under their old names. This module
+holds the test data built on them: random clients of each dataset at small sizes (`write_emnist`,
+`write_shakespeare`, `write_stackoverflow`, `write_cifar100`, `write_all`), the StackOverflow count
+archives, and damaged files (`truncate_file`, `write_wrong_schema`, `add_empty_client`).
 
-    examples(split_name TEXT, client_id TEXT, serialized_example_proto BLOB)  -- one per example
-    client_metadata(client_id TEXT, split_name TEXT, num_examples INTEGER)    -- one row per client
-
-and the indexes of the published files (documented by FedJAX's reader of these files,
-``fedjax/core/sqlite_federated_data.py``): ``examples(client_id)``, ``examples(split_name,
-client_id)`` and ``client_metadata(client_id)``. Each example is a serialized ``tf.train.Example``
-whose features are what the dataset's parser in ``tff.simulation.datasets.<name>`` reads:
+The published files' indexes are documented by FedJAX's reader of these files
+(``fedjax/core/sqlite_federated_data.py``); the features of each dataset's examples are what the
+dataset's parser in ``tff.simulation.datasets.<name>`` reads:
 
 * emnist (splits ``all_train``/``all_test``): ``pixels`` float_list of 28*28, ``label`` int64.
 * shakespeare (``train``/``test``): ``snippets`` bytes.
@@ -17,11 +18,6 @@ whose features are what the dataset's parser in ``tff.simulation.datasets.<name>
   ``tokens``, ``type`` bytes and ``score`` int64.
 * cifar100 (``train``/``test``): ``image`` int64_list of 32*32*3 (values 0..255), ``label`` and
   ``coarse_label`` int64.
-
-The serialization is the one of ``tff.simulation.datasets.save_to_sql_client_data`` (floats as a
-flattened float_list, integers as a flattened int64_list, strings as one bytes value), written here
-row by row with ``sqlite3.executemany`` because that function cannot put one client id in two splits
-(TFF's real files do) and is too slow for populations of 100,000+ clients.
 
 StackOverflow's vocabulary files are ``stackoverflow.word_count.tar.bz2`` (a tar holding
 ``stackoverflow.word_count``: one ``word count`` line per word, most frequent first) and
@@ -34,7 +30,6 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable
 from collections.abc import Mapping
-from collections.abc import Sequence
 import io
 import json
 import os
@@ -42,8 +37,17 @@ import sqlite3
 import tarfile
 
 import numpy as np
-from tensorflow.core.example import example_pb2
-from tensorflow.core.example import feature_pb2
+
+from datasets.tff_format import SplitRows
+from datasets.tff_format import _connect_new
+from datasets.tff_format import _finish
+from datasets.tff_format import cifar100_example
+from datasets.tff_format import emnist_example
+from datasets.tff_format import serialize_example
+from datasets.tff_format import shakespeare_example
+from datasets.tff_format import stackoverflow_example
+from datasets.tff_format import write_emnist_scale
+from datasets.tff_format import write_tff_sqlite
 
 __all__ = [
   'CIFAR100_COARSE_OF_FINE',
@@ -179,135 +183,9 @@ CIFAR100_COARSE_OF_FINE = (
   13,
 )
 
-# split -> client id -> that client's serialized tf.train.Example protos, in order.
-SplitRows = Mapping[str, Mapping[str, Sequence[bytes]]]
 Sizes = int | tuple[int, int]
 
-_SCHEMA = (
-  'CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, '
-  'serialized_example_proto BLOB NOT NULL);',
-  'CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, '
-  'num_examples INTEGER NOT NULL);',
-)
-_INDEXES = (
-  'CREATE INDEX idx_examples_client_id ON examples (client_id);',
-  'CREATE INDEX idx_examples_client_id_split ON examples (split_name, client_id);',
-  'CREATE INDEX idx_metadata_client_id ON client_metadata (client_id);',
-)
-
-
-# ------------------------------------------------------------------------------ serialization
-
-
-def serialize_example(features: Mapping[str, object]) -> bytes:
-  """A tf.train.Example of `features`, encoded as TFF's save_to_sql_client_data encodes them.
-
-  Values: bytes/str -> one bytes value; float arrays -> flattened float_list; integer arrays
-  or ints -> flattened int64_list.
-  """
-  feature = {}
-  for key, value in features.items():
-    if isinstance(value, str):
-      value = value.encode('utf-8')
-    if isinstance(value, bytes):
-      feature[key] = feature_pb2.Feature(bytes_list=feature_pb2.BytesList(value=[value]))
-      continue
-    array = np.asarray(value)
-    if np.issubdtype(array.dtype, np.floating):
-      feature[key] = feature_pb2.Feature(
-        float_list=feature_pb2.FloatList(value=array.astype(np.float32).ravel().tolist())
-      )
-    elif np.issubdtype(array.dtype, np.integer):
-      feature[key] = feature_pb2.Feature(
-        int64_list=feature_pb2.Int64List(value=array.astype(np.int64).ravel().tolist())
-      )
-    else:
-      raise ValueError(f'feature {key!r}: unsupported dtype {array.dtype}')
-  return example_pb2.Example(features=feature_pb2.Features(feature=feature)).SerializeToString()
-
-
-def emnist_example(pixels: np.ndarray, label: int) -> bytes:
-  """One EMNIST example: pixels float32 [28, 28] in [0, 1], label in 0..61."""
-  return serialize_example(
-    {'pixels': np.asarray(pixels, np.float32).reshape(28, 28), 'label': np.int64(label)}
-  )
-
-
-def shakespeare_example(snippet: str | bytes) -> bytes:
-  return serialize_example({'snippets': snippet})
-
-
-def stackoverflow_example(
-  tokens: str, title: str, tags: str, creation_date: str, score: int, type_: str
-) -> bytes:
-  """One StackOverflow example; tags are '|'-separated, type_ is 'question' or 'answer'."""
-  return serialize_example(
-    collections.OrderedDict(
-      creation_date=creation_date,
-      score=np.int64(score),
-      tags=tags,
-      title=title,
-      tokens=tokens,
-      type=type_,
-    )
-  )
-
-
-def cifar100_example(image: np.ndarray, label: int, coarse_label: int) -> bytes:
-  """One CIFAR-100 example: image uint8 [32, 32, 3] (stored as int64_list), labels int64."""
-  return serialize_example(
-    {
-      'image': np.asarray(image, np.uint8).reshape(32, 32, 3).astype(np.int64),
-      'label': np.int64(label),
-      'coarse_label': np.int64(coarse_label),
-    }
-  )
-
-
-# ------------------------------------------------------------------------------ SQLite writers
-
-
-def _connect_new(path: str) -> tuple[sqlite3.Connection, str]:
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = path + '.tmp-fixture'
-  if os.path.exists(tmp):
-    os.remove(tmp)
-  con = sqlite3.connect(tmp)
-  con.execute('PRAGMA journal_mode=OFF;')
-  con.execute('PRAGMA synchronous=OFF;')
-  for q in _SCHEMA:
-    con.execute(q)
-  return con, tmp
-
-
-def _finish(con: sqlite3.Connection, tmp: str, path: str, indexes: bool) -> str:
-  if indexes:
-    for q in _INDEXES:
-      con.execute(q)
-  con.commit()
-  con.close()
-  os.replace(tmp, path)
-  return path
-
-
-def write_tff_sqlite(path: str, rows: SplitRows, indexes: bool = True) -> str:
-  """Writes `rows` as a TFF SqlClientData file at `path` (replacing it); returns `path`.
-
-  Every (split, client) of `rows` gets a client_metadata row with its example count, also a
-  client with no examples (how tests make an empty client).
-  """
-  con, tmp = _connect_new(path)
-  for split, clients in rows.items():
-    for client_id, protos in clients.items():
-      con.executemany(
-        'INSERT INTO examples (split_name, client_id, serialized_example_proto) VALUES (?, ?, ?);',
-        ((split, client_id, p) for p in protos),
-      )
-      con.execute(
-        'INSERT INTO client_metadata (client_id, split_name, num_examples) VALUES (?, ?, ?);',
-        (client_id, split, len(protos)),
-      )
-  return _finish(con, tmp, path, indexes)
+# ------------------------------------------------------------------------------ datasets
 
 
 def _sizes(rng: np.random.Generator, n: int, sizes: Sizes) -> np.ndarray:
@@ -338,47 +216,6 @@ def write_emnist(
       for k in range(num_clients)
     }
   return write_tff_sqlite(os.path.join(data_dir, 'emnist_all.sqlite'), rows)
-
-
-def write_emnist_scale(
-  data_dir: str,
-  num_clients: int,
-  examples_per_client: int = 2,
-  test_clients: int = 10,
-  seed: int = 0,
-) -> str:
-  """A large emnist_all.sqlite quickly: one pre-serialized example per label, reused.
-
-  Client k ('c0000000', ...) has `examples_per_client` training examples with labels
-  (k + j) % 62; the first `test_clients` clients also have one test example. 100,000 clients x 2
-  examples take about 10 s and 700 MB.
-  """
-  rng = np.random.default_rng(seed)
-  pixels = rng.random((28, 28), dtype=np.float32)
-  protos = [emnist_example(pixels, label) for label in range(62)]
-  ids = [f'c{k:07d}' for k in range(num_clients)]
-  con, tmp = _connect_new(os.path.join(data_dir, 'emnist_all.sqlite'))
-  con.executemany(
-    'INSERT INTO examples VALUES (?, ?, ?);',
-    (
-      ('all_train', ids[k], protos[(k + j) % 62])
-      for k in range(num_clients)
-      for j in range(examples_per_client)
-    ),
-  )
-  con.executemany(
-    'INSERT INTO client_metadata VALUES (?, ?, ?);',
-    ((cid, 'all_train', examples_per_client) for cid in ids),
-  )
-  test_ids = ids[:test_clients]
-  con.executemany(
-    'INSERT INTO examples VALUES (?, ?, ?);',
-    (('all_test', cid, protos[k % 62]) for k, cid in enumerate(test_ids)),
-  )
-  con.executemany(
-    'INSERT INTO client_metadata VALUES (?, ?, ?);', ((cid, 'all_test', 1) for cid in test_ids)
-  )
-  return _finish(con, tmp, os.path.join(data_dir, 'emnist_all.sqlite'), indexes=True)
 
 
 _CHARS = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,;:!?'-\n"

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests.reference import local_sgd_numpy as ref
-from tff_adaptive import evaluation
+from tff_adaptive.loop import evaluation
 
 
 def test_distribution_summary_closed_form():

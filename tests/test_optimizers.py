@@ -298,7 +298,7 @@ def test_state_holds_learning_rate_under_standard_key(config):
 def test_hparams_round_trip_and_learning_rate_scales_next_step(rule):
   opt = BUILDERS[rule](LR, tau=TAU, variant='algorithm2')
   # The non-TFF implementation (TFF's own optimizers have their own tests).
-  assert isinstance(opt, optimizers._AdaptiveServerOptimizer)  # pylint: disable=protected-access
+  assert isinstance(opt, optimizers.server._AdaptiveServerOptimizer)  # pylint: disable=protected-access
   grads = _pseudo_gradients(seed=41, num_steps=3)
   state, _ = _run(opt, grads[:2])
   x = [tf.constant(a) for a in X0]

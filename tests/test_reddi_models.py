@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tasks import layers as task_layers
 from tasks import reddi_models
-from tff_adaptive import stateless_dropout
+from tff_adaptive.core import seeds
 
 
 def _weighted_counts(model):
@@ -169,7 +170,7 @@ def _find_window(image, out):
 
 def test_cifar_preprocessing_inference_is_central_crop_and_standardisation():
   images = np.random.default_rng(2).integers(0, 256, size=(3, 32, 32, 3), dtype=np.uint8)
-  layer = reddi_models.CifarPreprocessing()
+  layer = task_layers.CifarPreprocessing()
   out = layer(images, training=False).numpy()
   expected = tf.image.per_image_standardization(
     tf.image.resize_with_crop_or_pad(tf.cast(images, tf.float32), 24, 24)
@@ -181,10 +182,10 @@ def test_cifar_preprocessing_inference_is_central_crop_and_standardisation():
 
 def test_cifar_preprocessing_training_is_a_pure_function_of_the_step_seed():
   images = np.random.default_rng(3).integers(0, 256, size=(4, 32, 32, 3), dtype=np.uint8)
-  layer = reddi_models.CifarPreprocessing()
+  layer = task_layers.CifarPreprocessing()
 
   def augment(seed):
-    with stateless_dropout.step_seeds(tf.constant(seed, tf.int64)):
+    with seeds.step_seeds(tf.constant(seed, tf.int64)):
       return layer(images, training=True).numpy()
 
   a, b, c = augment([7, 1]), augment([7, 1]), augment([7, 2])
@@ -198,8 +199,8 @@ def test_cifar_preprocessing_training_is_a_pure_function_of_the_step_seed():
 def test_cifar_preprocessing_draws_all_offsets_and_flips_uniformly():
   image = np.random.default_rng(4).integers(0, 256, size=(1, 32, 32, 3), dtype=np.uint8)
   batch = np.repeat(image, 400, axis=0)
-  layer = reddi_models.CifarPreprocessing()
-  with stateless_dropout.step_seeds(tf.constant([11, 5], tf.int64)):
+  layer = task_layers.CifarPreprocessing()
+  with seeds.step_seeds(tf.constant([11, 5], tf.int64)):
     out = layer(batch, training=True).numpy()
   # Recover (off_y, off_x, flip) of each image through a flattened, unnormalised lookup:
   # standardisation is invertible per window, so compare standardised windows directly.

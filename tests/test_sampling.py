@@ -1,10 +1,10 @@
-"""Tests of tff_adaptive.sampling: TFF's published sampler (default) and the O(k) 'fast' one."""
+"""Tests of tff_adaptive.loop.sampling: TFF's published sampler (default) and the O(k) 'fast' one."""
 
 import numpy as np
 import pytest
 import tensorflow_federated as tff
 
-from tff_adaptive import sampling
+from tff_adaptive.loop import sampling
 
 IDS = [f'c{k:03d}' for k in range(20)]
 

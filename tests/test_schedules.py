@@ -2,7 +2,7 @@
 
 import pytest
 
-from tff_adaptive import schedules
+from tff_adaptive.optimizers import schedules
 
 
 def test_exp_decay_is_x01_every_500_rounds():

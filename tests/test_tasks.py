@@ -11,7 +11,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import tensorflow_federated as tff
 
 import datasets
@@ -22,11 +21,11 @@ from tasks import shakespeare
 from tasks import stackoverflow
 from tests import fixtures
 from tests import test_cifar10
-from tff_adaptive import client_work
-from tff_adaptive import evaluation
-from tff_adaptive import fedopt
+from tff_adaptive import algorithms
+from tff_adaptive import engines
 from tff_adaptive import optimizers
-from tff_adaptive import training_loop
+from tff_adaptive.core import seeds
+from tff_adaptive.loop import evaluation
 
 REDDI_TASKS = ('emnist_cr', 'emnist_ae', 'shakespeare', 'so_nwp', 'so_lr', 'cifar10', 'cifar100')
 PARAMS = {
@@ -290,34 +289,33 @@ def test_task_model_loss_metrics_and_one_federated_round(built, name):
   # on two clients with the task's default batch size and FedAvg client learning rate.
   ids = task.client_ids[:2]
   lr = task.defaults.client_learning_rates.get('sgd', task.defaults.client_learning_rate)
-  process = fedopt.build_fedopt(
+  algorithm = algorithms.build_fedopt(
     lambda: task.model_fn(0),
-    client_work.ClientTrainingConfig(learning_rate=lr, batch_size=task.defaults.client_batch_size),
+    algorithms.ClientTrainingConfig(
+      optimizers.ClientOptimizerConfig('sgd', lr), batch_size=task.defaults.client_batch_size
+    ),
     optimizers.build_fedavg_sgd(1.0),
   )
+  engine = engines.TffEngine(algorithm)
   w0 = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(0))
-  state = process.set_model_weights(process.initialize(), w0)
-
-  def client_data():
-    data = []
-    for i, c in enumerate(ids):
-      element = collections.OrderedDict(task.train_clients[c])
-      element[client_work.SEED_KEY] = training_loop.client_seed(1, 1, i, 2)
-      data.append(tf.data.Dataset.from_tensors(element))
-    return data
-
-  output = process.next(state, client_data())
-  train = output.metrics['client_work']['train']
-  assert np.isfinite(float(train['loss']))
-  assert int(train['num_examples']) == sum(len(task.train_clients[c]['y']) for c in ids)
-  new = process.get_model_weights(output.state)
+  state = engine.initialize(w0)
+  clients = [
+    engines.RoundClient(c, task.train_clients[c], seeds.client_seed(1, 1, i, 2))
+    for i, c in enumerate(ids)
+  ]
+  result = engine.next(state, clients)
+  assert np.isfinite(result.metrics['train_loss'])
+  assert int(result.metrics['train_num_examples']) == sum(
+    len(task.train_clients[c]['y']) for c in ids
+  )
+  new = engine.model_weights(result.state)
   changed = [not np.allclose(a, b) for a, b in zip(w0.trainable, new.trainable)]
   assert sum(changed) >= len(changed) // 2
   if name == 'cifar100':
     # Crops and flips come from the client seeds (stateless): the same seeds give the same
     # model (stateful random crops would not repeat; tests/test_reddi_models.py checks that
     # the crops are a function of the seed).
-    again = process.get_model_weights(process.next(state, client_data()).state)
+    again = engine.model_weights(engine.next(state, clients).state)
     assert all(np.array_equal(a, b) for a, b in zip(new.trainable, again.trainable))
 
   evaluator = evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn)

@@ -174,6 +174,19 @@ def test_fixture_files_have_tffs_tables_and_indexes(data_dir):
   assert meta == counted and len(meta) == 8
 
 
+def test_library_writers_synthetic_scale_and_no_partial_file(tmp_path):
+  directory = str(tmp_path / 'scale')
+  datasets.write_emnist_scale(directory, 70, examples_per_client=3, test_clients=4)
+  splits = datasets.load_federated('emnist', directory)
+  assert len(splits.train) == 70 and len(splits.test) == 4
+  np.testing.assert_array_equal(splits.train['c0000061']['label'], [61, 0, 1])
+  assert os.listdir(directory) == ['emnist_all.sqlite']
+  bad = tmp_path / 'bad'
+  with pytest.raises(TypeError, match="split 'all_train', client 'a': expected serialized"):
+    datasets.write_tff_sqlite(str(bad / 'emnist_all.sqlite'), {'all_train': {'a': ['text']}})
+  assert os.listdir(bad) == []
+
+
 # ------------------------------------------------------------------------ laziness
 
 

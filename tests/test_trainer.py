@@ -2,8 +2,9 @@
 
 The trainer is started with `sys.executable -m run.federated_trainer` from the repository root
 (TF_CPP_MIN_LOG_LEVEL=2, outputs under pytest's tmp_path); absl FLAGS are never touched in
-this process. Covered: every server optimizer (and fmnist for two of them), bit-exact
-determinism and resumption after SIGKILL, the hyperparameter-mismatch refusal, one-line fast
+this process. Covered: every server optimizer (and fmnist for two of them), SCAFFOLD, the
+in-process engine (with XLA and an explicit device), bit-exact determinism, exact resumption
+after SIGKILL (FedOpt and SCAFFOLD on both engines), the hyperparameter-mismatch refusal, one-line fast
 errors for bad input, divergence (exit 3), SIGINT (exit 130), and that no `worker_binary`
 started by a trainer outlives it. Workers are found by scanning /proc while the trainer runs
 for processes named worker_binary whose parent is the trainer, identified by (pid, start time).
@@ -33,11 +34,14 @@ FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
 SERVER_OPTIMIZERS = ('sgd', 'sgdm', 'adagrad', 'adam', 'yogi')
 RUN_TIMEOUT_S = 300
 # TF 2.14 prints these three lines at `import tensorflow` whatever TF_CPP_MIN_LOG_LEVEL < 3 is
-# (tensorflow/tensorflow#62075); they are the only stderr lines the tests ignore.
+# (tensorflow/tensorflow#62075); with the XLA line below they are the only stderr lines the
+# tests ignore.
+# XLA on the CPU adds one more when it first compiles (--xla): "SetPriority unimplemented for
+# this stream" (an XLA CPU-stream log line, no effect on results).
 _TF_IMPORT_NOISE = re.compile(
-  r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+\] Unable to register cu(DNN|FFT|BLAS) '
+  r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+\] (Unable to register cu(DNN|FFT|BLAS) '
   r'factory: Attempting to register factory for plugin cu(DNN|FFT|BLAS) when one has '
-  r'already been registered$'
+  r'already been registered|SetPriority unimplemented for this stream\.)$'
 )
 
 
@@ -207,7 +211,10 @@ def run_trainer(args, expect_rc: int = 0) -> Trainer:
   trainer = Trainer(args)
   rc = trainer.finish()
   assert rc == expect_rc, trainer.report()
-  assert trainer.workers, f'no worker_binary child seen\n{trainer.report()}'
+  if '--engine=inprocess' in args:
+    assert not trainer.workers, f'the in-process engine started a worker\n{trainer.report()}'
+  else:
+    assert trainer.workers, f'no worker_binary child seen\n{trainer.report()}'
   _assert_workers_gone(trainer.workers)
   return trainer
 
@@ -256,7 +263,7 @@ _SMOKE = [
     ['--client_lr_schedule=step_decay'],
     {'client.lr_schedule.name': 'step_decay'},
   ),
-  ('synthetic', 'sgdm', ['--client_optimizer=sgdm'], {'client.momentum': 0.9}),
+  ('synthetic', 'sgdm', ['--client_optimizer=sgdm'], {'client.optimizer.momentum': 0.9}),
   (
     'synthetic',
     'adagrad',
@@ -269,6 +276,25 @@ _SMOKE = [
     'yogi',
     ['--server_learning_rate=0.01', '--adaptive_variant=algorithm2'],
     {'server.variant': 'algorithm2'},
+  ),
+  # SCAFFOLD (stateful clients) and the in-process engine.
+  (
+    'synthetic',
+    'sgd',
+    ['--algorithm=scaffold'],
+    {'algorithm': 'scaffold', 'engine': 'tff'},
+  ),
+  (
+    'synthetic',
+    'adam',
+    ['--engine=inprocess', '--xla'],
+    {'engine': 'inprocess', 'runtime.xla': True},
+  ),
+  (
+    'synthetic',
+    'sgd',
+    ['--algorithm=scaffold', '--engine=inprocess', '--device=CPU:0'],
+    {'algorithm': 'scaffold', 'runtime.device': 'CPU:0'},
   ),
   # fmnist: a population of 20 Dirichlet clients x 500 examples (same partitioner, fewer
   # clients to evaluate), evaluated once, after round 3 (on the 10,000 test images).
@@ -283,7 +309,9 @@ _SMOKE = [
 
 
 @pytest.mark.parametrize(
-  'task,optimizer,extra,expected_hparams', _SMOKE, ids=[f'{t}-{o}' for t, o, _, _ in _SMOKE]
+  'task,optimizer,extra,expected_hparams',
+  _SMOKE,
+  ids=[f'{t}-{o}' + ''.join(f'-{e[2:].split("=")[-1]}' for e in x) for t, o, x, _ in _SMOKE],
 )
 def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
   if task == 'fmnist' and not FMNIST_DIR.is_dir():
@@ -299,7 +327,8 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
     ]
   )  # a later flag wins
   assert trainer.stderr_lines == [], trainer.report()
-  experiment = tmp_path / f'{task}_{optimizer}_seed1'
+  algorithm = '_scaffold' if '--algorithm=scaffold' in extra else ''
+  experiment = tmp_path / f'{task}{algorithm}_{optimizer}_seed1'
   rounds_per_eval = 3 if '--rounds_per_eval=3' in extra else 2
   eval_rounds = [
     k for k in range(1, _SMOKE_ROUNDS + 1) if k % rounds_per_eval == 0 or k == _SMOKE_ROUNDS
@@ -323,6 +352,11 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
   ):
     assert column in header
   assert [row['round_num'] for row in rows] == ['1', '2', '3']
+  # Every algorithm reports its clients' local steps K (mean, min, max over the round).
+  for row in rows:
+    assert float(row['client_local_steps_min']) <= float(row['client_local_steps_mean'])
+    assert float(row['client_local_steps_mean']) <= float(row['client_local_steps_max'])
+    assert float(row['client_local_steps_min']) >= 1.0
   eval_columns = ('eval_loss', 'eval_accuracy', 'eval_client_accuracy_worst30')
   for k, row in enumerate(rows, start=1):
     assert math.isfinite(float(row['train_loss'])) and float(row['train_loss']) > 0, row
@@ -336,6 +370,7 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
     f'round_{k:05d}.csv' for k in eval_rounds
   ]
   assert os.listdir(experiment / 'checkpoints') == [f'program_state_{_SMOKE_ROUNDS}']
+  assert (experiment / 'client_states').is_dir() == bool(algorithm)
 
   for k in range(1, _SMOKE_ROUNDS + 1):
     pattern = rf'^round {k}/{_SMOKE_ROUNDS} .*\btrain_loss=\S+ .*\d\.\d\ds/round eta \d+s$'
@@ -386,16 +421,47 @@ def test_different_seed_gives_different_train_loss(run_a, tmp_path):
     assert row['train_loss'] != row_a['train_loss'], row['round_num']
 
 
-def test_resume_after_sigkill_is_exact(run_a, tmp_path):
-  args = [*_RUN_A, f'--root_output_dir={tmp_path}']
-  experiment = tmp_path / _RUN_A_NAME
+_RESUME_VARIANTS = {
+  # name: (extra flags on top of run A's, experiment directory name)
+  'fedopt-tff': ([], _RUN_A_NAME),
+  'fedopt-inprocess': (['--engine=inprocess'], _RUN_A_NAME),
+  'scaffold-tff': (
+    ['--algorithm=scaffold', '--server_optimizer=sgd', '--server_learning_rate=1'],
+    'synthetic_scaffold_sgd_seed1',
+  ),
+  'scaffold-inprocess': (
+    [
+      '--algorithm=scaffold',
+      '--server_optimizer=sgd',
+      '--server_learning_rate=1',
+      '--engine=inprocess',
+    ],
+    'synthetic_scaffold_sgd_seed1',
+  ),
+}
+
+
+@pytest.mark.parametrize('variant', list(_RESUME_VARIANTS))
+def test_resume_after_sigkill_is_exact(run_a, tmp_path, variant):
+  extra, name = _RESUME_VARIANTS[variant]
+  if extra:  # the uninterrupted reference of this variant
+    reference_root = tmp_path / 'reference'
+    run_trainer([*_RUN_A, *extra, f'--root_output_dir={reference_root}'])
+    reference = reference_root / name
+  else:
+    reference = run_a
+  args = [*_RUN_A, *extra, f'--root_output_dir={tmp_path / "killed"}']
+  experiment = tmp_path / 'killed' / name
   trainer = Trainer(args)
   trainer.wait_for_line(rf'^round 5/{_TOTAL} ')
   workers = set(trainer.workers) | _worker_children(trainer.proc.pid)
   os.kill(trainer.proc.pid, signal.SIGKILL)
   assert trainer.finish() == -signal.SIGKILL
-  assert workers, f'no worker_binary child seen\n{trainer.report()}'
-  _assert_workers_gone(workers)  # PR_SET_PDEATHSIG
+  if 'inprocess' in variant:
+    assert not workers, f'the in-process engine started a worker\n{trainer.report()}'
+  else:
+    assert workers, f'no worker_binary child seen\n{trainer.report()}'
+    _assert_workers_gone(workers)  # PR_SET_PDEATHSIG
   checkpoints = os.listdir(experiment / 'checkpoints')
   assert 'program_state_4' in checkpoints and f'program_state_{_TOTAL}' not in checkpoints
 
@@ -403,10 +469,10 @@ def test_resume_after_sigkill_is_exact(run_a, tmp_path):
   assert re.search(r'^Resuming .* after round [46]$', resumed.stdout, re.M), resumed.report()
   assert 'round 1/' not in resumed.stdout
   header, rows = _read_metrics(experiment)
-  header_a, rows_a = _read_metrics(run_a)
+  header_a, rows_a = _read_metrics(reference)
   assert header == header_a
   assert rows == rows_a
-  assert _client_eval(experiment) == _client_eval(run_a)
+  assert _client_eval(experiment) == _client_eval(reference)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -430,18 +496,31 @@ def test_hparams_mismatch_refuses_and_keeps_files(run_a, tmp_path):
 # 5. Bad input: exit 2, one stderr line naming the value and the valid choices/range, fast.
 
 _BAD_INPUT = {
-  'task': (['--task=nope'], ["--task='nope'", 'fmnist', 'synthetic']),
+  'task': (['--task=nope'], ["--task: unknown task 'nope'; valid choices:", 'fmnist, synthetic']),
+  'algorithm': (
+    ['--task=synthetic', '--algorithm=nope'],
+    ["--algorithm: unknown algorithm 'nope'; valid choices: fedopt, scaffold"],
+  ),
+  'engine': (
+    ['--task=synthetic', '--engine=nope'],
+    ["--engine: unknown engine 'nope'; valid choices: tff, inprocess"],
+  ),
+  'xla_without_inprocess': (['--task=synthetic', '--xla'], ['--xla', '--engine=inprocess']),
+  'device': (
+    ['--task=synthetic', '--engine=inprocess', '--device=GPU:7'],
+    ["--device: device 'GPU:7' is not available; TensorFlow sees: CPU:0"],
+  ),
   'server_optimizer': (
     ['--task=synthetic', '--server_optimizer=nope'],
-    ["--server_optimizer='nope'", 'sgd, sgdm, adagrad, adam, yogi'],
+    ["unknown server optimizer 'nope'", 'sgd, sgdm, adagrad, adam, yogi'],
   ),
   'client_optimizer': (
     ['--task=synthetic', '--client_optimizer=nope'],
-    ["--client_optimizer='nope'", 'sgd, sgdm'],
+    ["unknown client optimizer 'nope'", 'sgd, sgdm'],
   ),
   'adaptive_variant': (
     ['--task=synthetic', '--adaptive_variant=nope'],
-    ["--adaptive_variant='nope'", 'published', 'algorithm2'],
+    ["--adaptive_variant: unknown adaptive variant 'nope'", 'published', 'algorithm2'],
   ),
   'server_learning_rate': (
     ['--task=synthetic', '--server_learning_rate=0'],

@@ -16,6 +16,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from tff_adaptive import registry
+
 Schedule = Callable[[tf.Tensor], tf.Tensor]
 
 
@@ -61,17 +63,31 @@ def step_decay(lr: float, total_rounds: int) -> Schedule:
   return schedule
 
 
-SCHEDULES: dict[str, Callable[[float, ScheduleConfig], Schedule]] = {
-  'constant': lambda lr, c: constant(lr),
-  'exp_decay': lambda lr, c: exp_decay(lr, c.decay_rate, c.decay_period),
-  'step_decay': lambda lr, c: step_decay(lr, c.total_rounds),
-}
+@dataclasses.dataclass(frozen=True)
+class ScheduleEntry:
+  """A registered schedule: (lr, config) -> Schedule, and the config fields it reads."""
+
+  build: Callable[[float, ScheduleConfig], Schedule]
+  hparams: tuple[str, ...] = ()
+
+
+SCHEDULES: registry.Registry[ScheduleEntry] = registry.Registry(
+  'learning-rate schedule',
+  {
+    'constant': ScheduleEntry(lambda lr, c: constant(lr)),
+    'exp_decay': ScheduleEntry(
+      lambda lr, c: exp_decay(lr, c.decay_rate, c.decay_period), ('decay_rate', 'decay_period')
+    ),
+    'step_decay': ScheduleEntry(lambda lr, c: step_decay(lr, c.total_rounds), ('total_rounds',)),
+  },
+)
 
 
 def build_schedule(lr: float, config: ScheduleConfig) -> Schedule:
-  """Looks config.name up in SCHEDULES; ValueError lists the valid names."""
-  if config.name not in SCHEDULES:
-    raise ValueError(
-      f'unknown learning-rate schedule {config.name!r}; valid choices: {", ".join(SCHEDULES)}'
-    )
-  return SCHEDULES[config.name](lr, config)
+  """The schedule `config.name` starting at `lr`; ValueError lists the valid names."""
+  return SCHEDULES[config.name].build(lr, config)
+
+
+def schedule_record(config: ScheduleConfig) -> dict:
+  """The config fields that shape the run: the name and the fields the schedule reads."""
+  return {k: getattr(config, k) for k in ('name',) + SCHEDULES[config.name].hparams}

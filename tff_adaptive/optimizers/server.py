@@ -10,7 +10,7 @@ Each adaptive optimizer comes in two named variants:
 * ``"algorithm2"``: Algorithm 2 exactly as printed: no bias correction and v_{-1} = tau^2.
 
 Both apply x <- x - eta_t * m_t / (sqrt(v_t) + tau) to the pseudo-gradient g_t (initial minus
-trained weights, averaged over clients); see `tff_adaptive.fedopt_math` for the rules.
+trained weights, averaged over clients); see `tff_adaptive.optimizers.fedopt_math` for the rules.
 
 Where TFF's built-in optimizer computes a variant exactly it is returned as is:
 ``tff.learning.optimizers.build_adam`` is the published FedAdam, and ``build_yogi`` with
@@ -29,7 +29,8 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_adaptive import fedopt_math
+from tff_adaptive import registry
+from tff_adaptive.optimizers import fedopt_math
 
 LEARNING_RATE_KEY = tff.learning.optimizers.LEARNING_RATE_KEY
 PUBLISHED = 'published'
@@ -67,7 +68,6 @@ class _AdaptiveServerOptimizer(tff.learning.optimizers.Optimizer):
     initial_accumulator_value: float,
     bias_correction: bool,
   ):
-    self._rule = rule
     self._second_moment = _second_moment_rule(rule)
     self._lr = learning_rate
     self._beta_1 = beta_1
@@ -343,33 +343,67 @@ class ServerOptimizerConfig:
   variant: str = PUBLISHED
 
 
-SERVER_OPTIMIZERS: dict[str, Callable[[ServerOptimizerConfig], Any]] = {
-  'sgd': lambda c: build_fedavg_sgd(c.learning_rate),
-  'sgdm': lambda c: build_fedavgm(c.learning_rate, c.momentum),
-  'adagrad': lambda c: build_fedadagrad(
-    c.learning_rate,
-    c.tau,
-    0.0 if c.beta_1 is None else c.beta_1,
-    c.initial_accumulator_value,
-    c.variant,
-  ),
-  'adam': lambda c: build_fedadam(
-    c.learning_rate,
-    c.tau,
-    0.9 if c.beta_1 is None else c.beta_1,
-    c.beta_2,
-    c.initial_accumulator_value,
-    c.variant,
-  ),
-  'yogi': lambda c: build_fedyogi(
-    c.learning_rate,
-    c.tau,
-    0.9 if c.beta_1 is None else c.beta_1,
-    c.beta_2,
-    c.initial_accumulator_value,
-    c.variant,
-  ),
-}
+@dataclasses.dataclass(frozen=True)
+class ServerOptimizerEntry:
+  """A registered server optimizer.
+
+  Attributes:
+    build: ServerOptimizerConfig -> `tff.learning.optimizers.Optimizer`.
+    default_learning_rate: eta when neither the flag nor the task gives one.
+    hparams: the `ServerOptimizerConfig` fields this optimizer reads (besides name and
+      learning_rate); only these are recorded for a run, so an ignored flag cannot block a resume.
+  """
+
+  build: Callable[[ServerOptimizerConfig], Any]
+  default_learning_rate: float
+  hparams: tuple[str, ...] = ()
+
+
+_ADAPTIVE_HPARAMS = ('tau', 'beta_1', 'beta_2', 'initial_accumulator_value', 'variant')
+SERVER_OPTIMIZERS: registry.Registry[ServerOptimizerEntry] = registry.Registry(
+  'server optimizer',
+  {
+    'sgd': ServerOptimizerEntry(lambda c: build_fedavg_sgd(c.learning_rate), 1.0),
+    'sgdm': ServerOptimizerEntry(
+      lambda c: build_fedavgm(c.learning_rate, c.momentum), 0.3, ('momentum',)
+    ),
+    'adagrad': ServerOptimizerEntry(
+      lambda c: build_fedadagrad(
+        c.learning_rate,
+        c.tau,
+        0.0 if c.beta_1 is None else c.beta_1,
+        c.initial_accumulator_value,
+        c.variant,
+      ),
+      0.1,
+      ('tau', 'beta_1', 'initial_accumulator_value', 'variant'),
+    ),
+    'adam': ServerOptimizerEntry(
+      lambda c: build_fedadam(
+        c.learning_rate,
+        c.tau,
+        0.9 if c.beta_1 is None else c.beta_1,
+        c.beta_2,
+        c.initial_accumulator_value,
+        c.variant,
+      ),
+      0.01,
+      _ADAPTIVE_HPARAMS,
+    ),
+    'yogi': ServerOptimizerEntry(
+      lambda c: build_fedyogi(
+        c.learning_rate,
+        c.tau,
+        0.9 if c.beta_1 is None else c.beta_1,
+        c.beta_2,
+        c.initial_accumulator_value,
+        c.variant,
+      ),
+      0.01,
+      _ADAPTIVE_HPARAMS,
+    ),
+  },
+)
 
 
 def build_server_optimizer(
@@ -380,8 +414,11 @@ def build_server_optimizer(
   Raises:
     ValueError: unknown name (listing the valid ones) or an invalid hyperparameter.
   """
-  if config.name not in SERVER_OPTIMIZERS:
-    raise ValueError(
-      f'unknown server optimizer {config.name!r}; valid choices: {", ".join(SERVER_OPTIMIZERS)}'
-    )
-  return SERVER_OPTIMIZERS[config.name](config)
+  return SERVER_OPTIMIZERS[config.name].build(config)
+
+
+def server_optimizer_record(config: ServerOptimizerConfig) -> dict[str, Any]:
+  """The config fields that shape the run (name, learning_rate and the optimizer's hparams)."""
+  entry = SERVER_OPTIMIZERS[config.name]
+  keys = ('name', 'learning_rate') + entry.hparams
+  return {k: getattr(config, k) for k in keys}

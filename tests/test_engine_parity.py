@@ -1,0 +1,188 @@
+"""The two engines run the same algorithm: same seed, same metrics.csv.
+
+For synthetic (LEAF, softmax regression) and fmnist (20 Dirichlet clients, the Kim et al. CNN
+with dropout), every server optimizer of FedOpt and SCAFFOLD runs 5 rounds of 5 clients through
+the shared training loop on engine "tff" (a LearningProcess on TFF's worker) and engine
+"inprocess" (one compiled round in this process), evaluating every round. Compared: every
+metrics.csv column but seconds_per_round, and every client_eval file, to RTOL relative, with two
+kinds of columns held to what their arithmetic allows instead:
+
+* accuracies may differ by one example (an example whose top two logits differ by less than
+  float rounding): |d accuracy| <= 1 / N, N the examples behind it;
+* standard deviations over clients are ill-conditioned (cancellation): 100 x RTOL; the
+  per-client values they summarise are held to RTOL in client_eval.
+
+The two runtimes (TFF's C++ worker, this process) may round the last bit of a kernel
+differently: one client, one round, the models differ by one ulp (1.5e-8). fmnist runs with
+client learning rate 0.01: at the task's default 0.05 this CNN's early training amplifies
+ulps chaotically (measured: rounds 1-4 agree to 2e-7, then the round-5 evaluation differs by
+1.7e-4 for FedAvg, and Adam/Yogi's training metrics by 1e-3 from round 2);
+`test_fmnist_at_its_default_rate_is_sensitive_to_one_ulp` shows that a one-ulp change of the
+initial model moves one engine's round-5 evaluation by more than RTOL at that rate.
+"""
+
+import csv
+import dataclasses
+import os
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+import tasks
+from tff_adaptive import algorithms
+from tff_adaptive import engines
+from tff_adaptive.loop import evaluation
+from tff_adaptive.loop import sampling
+from tff_adaptive.loop import training_loop
+from tff_adaptive.optimizers import client as client_optimizers
+from tff_adaptive.optimizers import schedules
+from tff_adaptive.optimizers import server as server_optimizers
+
+RTOL = 1e-5
+ATOL = 1e-6
+ROUNDS = 5
+CLIENTS_PER_ROUND = 5
+CLIENT_LR = {'fmnist': 0.01}
+FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
+# (algorithm, server optimizer)
+CONFIGS = [('fedopt', name) for name in server_optimizers.SERVER_OPTIMIZERS] + [('scaffold', 'sgd')]
+IDS = [f'{a}-{s}' for a, s in CONFIGS]
+
+
+def _task(name):
+  if name == 'fmnist' and not FMNIST_DIR.is_dir():
+    pytest.skip(f'{FMNIST_DIR} missing (apt-get install dataset-fashion-mnist)')
+  return tasks.build_task(tasks.TaskConfig(name, seed=1, num_clients=20))
+
+
+@pytest.fixture(scope='module')
+def tasks_by_name():
+  built = {}
+
+  def get(name):
+    if name not in built:
+      built[name] = _task(name)
+    return built[name]
+
+  return get
+
+
+def _algorithm(task, algorithm_name, server_name, client_lr=None):
+  defaults = task.defaults
+  server = server_optimizers.ServerOptimizerConfig(
+    server_name,
+    learning_rate=defaults.server_learning_rate.get(
+      server_name, server_optimizers.SERVER_OPTIMIZERS[server_name].default_learning_rate
+    ),
+  )
+  client = algorithms.ClientTrainingConfig(
+    client_optimizers.ClientOptimizerConfig(
+      'sgd', client_lr or CLIENT_LR.get(task.name, defaults.client_learning_rate)
+    ),
+    batch_size=defaults.client_batch_size,
+  )
+  return algorithms.build_algorithm(
+    algorithm_name,
+    algorithms.AlgorithmInputs(
+      lambda: task.model_fn(1),
+      client,
+      server_optimizers.build_server_optimizer(server),
+      server.learning_rate,
+      schedules.ScheduleConfig(),
+      num_clients=len(task.client_ids),
+    ),
+  )
+
+
+def _engine(name, algorithm):
+  return engines.build_engine(
+    name, algorithm, engines.EngineOptions(clients_per_round=CLIENTS_PER_ROUND)
+  )
+
+
+def _train(task, algorithm_name, server_name, engine_name, output_dir, client_lr=None):
+  """A 5-round run through the training loop; returns (metrics.csv rows, client_eval rows)."""
+  training_loop.run_training(
+    _engine(engine_name, _algorithm(task, algorithm_name, server_name, client_lr)),
+    tff.learning.models.ModelWeights.from_model(task.keras_model_fn(1)),
+    task.train_clients,
+    sampling.build_client_sampler(task.client_ids, CLIENTS_PER_ROUND, seed=1),
+    evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
+    lambda round_num: task.central_test,
+    task.client_test,
+    training_loop.LoopConfig(
+      ROUNDS, rounds_per_eval=1, rounds_per_checkpoint=ROUNDS, seed=1, output_dir=str(output_dir)
+    ),
+    log=open(os.devnull, 'w'),  # noqa: SIM115
+  )
+  with open(output_dir / 'metrics.csv') as f:
+    rows = list(csv.DictReader(f))
+  client_eval = []
+  for r in range(1, ROUNDS + 1):
+    with open(output_dir / 'client_eval' / f'round_{r:05d}.csv') as f:
+      client_eval += list(csv.DictReader(f))
+  return rows, client_eval
+
+
+def _tolerance(row, key, n_examples):
+  """(rtol, atol) of one column; see the module docstring."""
+  if 'accuracy' in key and not key.endswith('_std'):
+    n = float(row['train_num_examples']) if key.startswith('train_') else n_examples
+    return 0.0, 1.0 / n + ATOL
+  if key.endswith('_std'):
+    return 100 * RTOL, ATOL
+  return RTOL, ATOL
+
+
+def _assert_rows_close(a_rows, b_rows, n_examples=1):
+  """Every value of every row within its tolerance; returns the largest relative difference.
+
+  n_examples: the fewest examples any accuracy of the rows (other than train_accuracy) is
+  computed over.
+  """
+  assert [list(r) for r in a_rows] == [list(r) for r in b_rows]
+  worst = 0.0
+  for a, b in zip(a_rows, b_rows):
+    for key in a:
+      if key in ('seconds_per_round', 'client_id') or a[key] == b[key]:
+        continue
+      x, y = float(a[key]), float(b[key])
+      rtol, atol = _tolerance(a, key, n_examples)
+      assert np.isclose(x, y, rtol=rtol, atol=atol), (a.get('round_num'), key, x, y)
+      worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
+  return worst
+
+
+@pytest.mark.parametrize('task_name', ['synthetic', 'fmnist'])
+@pytest.mark.parametrize('algorithm,server', CONFIGS, ids=IDS)
+def test_both_engines_write_the_same_metrics(tasks_by_name, task_name, algorithm, server, tmp_path):
+  task = tasks_by_name(task_name)
+  tff_rows, tff_clients = _train(task, algorithm, server, 'tff', tmp_path / 'tff')
+  in_rows, in_clients = _train(task, algorithm, server, 'inprocess', tmp_path / 'inprocess')
+  assert len(tff_rows) == ROUNDS and all(r['eval_accuracy'] for r in tff_rows)
+  assert float(tff_rows[-1]['train_loss']) != float(tff_rows[0]['train_loss'])  # it trained
+  smallest_client = min(len(c['y']) for c in task.client_test.values())
+  _assert_rows_close(tff_rows, in_rows, n_examples=smallest_client)
+  _assert_rows_close(tff_clients, in_clients, n_examples=smallest_client)
+
+
+def test_fmnist_at_its_default_rate_is_sensitive_to_one_ulp(tasks_by_name, tmp_path):
+  """Why fmnist runs at client lr 0.01 here: at 0.05 one ulp of the initial model matters."""
+  fmnist = tasks_by_name('fmnist')
+  keras_model_fn = fmnist.keras_model_fn
+
+  def one_ulp_up(seed=None):
+    model = keras_model_fn(seed)
+    weights = model.get_weights()
+    weights[0] = np.nextafter(weights[0], np.float32(np.inf))
+    model.set_weights(weights)
+    return model
+
+  rows, _ = _train(fmnist, 'fedopt', 'sgd', 'tff', tmp_path / 'tff', client_lr=0.05)
+  perturbed = dataclasses.replace(fmnist, keras_model_fn=one_ulp_up)
+  ulp_rows, _ = _train(perturbed, 'fedopt', 'sgd', 'tff', tmp_path / 'ulp', client_lr=0.05)
+  loss, ulp_loss = float(rows[-1]['eval_loss']), float(ulp_rows[-1]['eval_loss'])
+  assert float(rows[0]['eval_loss']) == pytest.approx(float(ulp_rows[0]['eval_loss']), rel=1e-6)
+  assert abs(loss - ulp_loss) / loss > RTOL, (loss, ulp_loss)

@@ -1,0 +1,78 @@
+"""Federated algorithms, one module each, written once as pure TF parts (see `base`).
+
+* `fedopt`: FedAvg / FedAvgM / FedAdagrad / FedAdam / FedYogi (Reddi et al. 2021);
+* `scaffold`: SCAFFOLD Option II (Karimireddy et al. 2020; Reddi et al. 2021 Alg. 6).
+
+`ALGORITHMS` maps the trainer's `--algorithm` names to builders taking `AlgorithmInputs`.
+"""
+
+from collections.abc import Callable
+import dataclasses
+
+import tensorflow_federated as tff
+
+from tff_adaptive import registry
+from tff_adaptive.algorithms.base import Algorithm
+from tff_adaptive.algorithms.base import ClientOutput
+from tff_adaptive.algorithms.base import ClientTrainingConfig
+from tff_adaptive.algorithms.fedopt import FedOpt
+from tff_adaptive.algorithms.fedopt import build_fedopt
+from tff_adaptive.algorithms.scaffold import Scaffold
+from tff_adaptive.algorithms.scaffold import build_scaffold
+from tff_adaptive.optimizers import schedules
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmInputs:
+  """Everything the trainer knows when it builds an algorithm.
+
+  Attributes:
+    model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.
+    client: local training.
+    server_optimizer: the server's `tff.learning.optimizers.Optimizer`.
+    server_learning_rate: eta at round 0 (for the server schedule).
+    server_lr_schedule: the server learning-rate schedule.
+    num_clients: N, the training population.
+  """
+
+  model_fn: Callable[[], tff.learning.models.VariableModel]
+  client: ClientTrainingConfig
+  server_optimizer: tff.learning.optimizers.Optimizer
+  server_learning_rate: float
+  server_lr_schedule: schedules.ScheduleConfig
+  num_clients: int
+
+  def common(self) -> dict:
+    return dict(
+      server_lr_schedule=self.server_lr_schedule, server_learning_rate=self.server_learning_rate
+    )
+
+
+ALGORITHMS: registry.Registry[Callable[[AlgorithmInputs], Algorithm]] = registry.Registry(
+  'algorithm',
+  {
+    'fedopt': lambda i: build_fedopt(i.model_fn, i.client, i.server_optimizer, **i.common()),
+    'scaffold': lambda i: build_scaffold(
+      i.model_fn, i.client, i.server_optimizer, i.num_clients, **i.common()
+    ),
+  },
+)
+
+
+def build_algorithm(name: str, inputs: AlgorithmInputs) -> Algorithm:
+  """The registered algorithm `name`; unknown names list the valid ones."""
+  return ALGORITHMS[name](inputs)
+
+
+__all__ = [
+  'ALGORITHMS',
+  'Algorithm',
+  'AlgorithmInputs',
+  'ClientOutput',
+  'ClientTrainingConfig',
+  'FedOpt',
+  'Scaffold',
+  'build_algorithm',
+  'build_fedopt',
+  'build_scaffold',
+]

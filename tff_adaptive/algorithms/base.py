@@ -1,0 +1,228 @@
+"""What a federated algorithm is: four parts written once as pure TF, run by either engine.
+
+An `Algorithm` says WHAT a round computes; an engine (`tff_adaptive.engines`) says HOW clients
+are run: as a `tff.learning.templates.LearningProcess` on TFF's runtime, or in one compiled TF
+function in this process (CPU or GPU). Round t, model x_t, sampled clients S:
+
+1. broadcast: every client receives x_t, the round's client learning rate eta_l(t) and
+   `client_broadcast(server_extra)` (e.g. SCAFFOLD's server control variate c);
+2. client update (`client_update`): client i trains from x_t on its data and returns a
+   `ClientOutput`: the update u_i = x_t - x_i (TFF's sign: initial minus trained), its weight
+   w_i, per-client statistics, extras for the server, and its new state (stateful algorithms);
+3. aggregation: g_t = the `UpdateAggregation` of (u_i, w_i) (weighted mean by default), extras
+   averaged with the same weights, statistics summarised as mean/min/max over clients;
+4. server update: x_{t+1} = ServerOpt(x_t, g_t) (a `tff.learning.optimizers.Optimizer`; a
+   non-finite g_t is rejected and x_t kept, as TFF's finalizer does), then
+   `server_extra_update(server_extra, mean extras, |S|)`.
+
+Stateful algorithms (`stateful_clients = True`) receive each client's stored state, or
+`initial_client_state(broadcast)` for a client sampled for the first time, and return the new
+state, which the training loop stores by client id (`tff_adaptive.loop.client_states`).
+"""
+
+import abc
+import collections
+from collections.abc import Callable
+import dataclasses
+from typing import Any
+from typing import NamedTuple
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive import aggregators
+from tff_adaptive.core import local_loop
+from tff_adaptive.core import tree
+from tff_adaptive.optimizers import client as client_optimizers
+from tff_adaptive.optimizers import schedules
+
+ModelFn = Callable[[], tff.learning.models.VariableModel]
+
+
+class ClientOutput(NamedTuple):
+  """What one client returns.
+
+  Attributes:
+    update: u_i = x_t - x_i, a tuple of tensors shaped like the model's trainable weights.
+    weight: w_i, float32 scalar (n_i, the client's number of examples, for FedAvg).
+    stats: OrderedDict of float32 scalars (e.g. `local_steps`), reported as their mean, min
+      and max over the round's clients (`client_<name>_<stat>` in metrics.csv).
+    extras: a nest of float32 tensors aggregated as the w-weighted mean for the server update
+      (e.g. SCAFFOLD's control-variate change); () if none.
+    state: the client's new state (stateful algorithms), () otherwise.
+  """
+
+  update: Any
+  weight: tf.Tensor
+  stats: collections.OrderedDict
+  extras: Any = ()
+  state: Any = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientTrainingConfig:
+  """Local training shared by every algorithm.
+
+  Attributes:
+    optimizer: the client optimizer and its learning rate eta_l.
+    epochs: E, local epochs per round, >= 1.
+    batch_size: B, >= 1.
+    lr_schedule: eta_l(t) over rounds t = 0, 1, ... (Reddi et al. App. E.6; Kim et al. Sec. 4).
+  """
+
+  optimizer: client_optimizers.ClientOptimizerConfig = client_optimizers.ClientOptimizerConfig()
+  epochs: int = 1
+  batch_size: int = 20
+  lr_schedule: schedules.ScheduleConfig = schedules.ScheduleConfig()
+
+  def __post_init__(self):
+    for name in ('epochs', 'batch_size'):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f'client {name} must be an integer >= 1, got {value!r}')
+
+
+class Algorithm(abc.ABC):
+  """A federated algorithm as pure TF parts (see the module docstring).
+
+  Subclasses implement `client_update` and, where they keep more than the model and the server
+  optimizer's state, the `server_extra_*`, `client_broadcast` and client-state methods.
+  """
+
+  name: str = 'algorithm'
+  stateful_clients: bool = False
+
+  def __init__(
+    self,
+    model_fn: ModelFn,
+    client: ClientTrainingConfig,
+    server_optimizer: tff.learning.optimizers.Optimizer,
+    server_lr_schedule: schedules.ScheduleConfig | None = None,
+    server_learning_rate: float | None = None,
+    aggregation: aggregators.UpdateAggregation | None = None,
+  ):
+    """Builds the algorithm's parts.
+
+    Args:
+      model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.
+      client: local training configuration.
+      server_optimizer: a `tff.learning.optimizers.Optimizer` applied to g_t.
+      server_lr_schedule: optional schedule of the server learning rate over rounds; wraps the
+        optimizer in `tff.learning.optimizers.schedule_learning_rate` (needs
+        `server_learning_rate`, the rate at round 0).
+      server_learning_rate: eta at round 0, for `server_lr_schedule`.
+      aggregation: how updates are combined; default `aggregators.weighted_mean()`.
+    """
+    self.model_fn = model_fn
+    self.client = client
+    self.client_optimizer = client_optimizers.build_client_optimizer(client.optimizer)
+    self.client_lr_schedule = schedules.build_schedule(
+      client.optimizer.learning_rate, client.lr_schedule
+    )
+    if server_lr_schedule is not None and server_lr_schedule.name != 'constant':
+      if server_learning_rate is None:
+        raise ValueError('server_learning_rate is needed with a server_lr_schedule')
+      server_optimizer = tff.learning.optimizers.schedule_learning_rate(
+        server_optimizer, schedules.build_schedule(server_learning_rate, server_lr_schedule)
+      )
+    self.server_optimizer = server_optimizer
+    self.aggregation = aggregation or aggregators.weighted_mean()
+
+  # -- Server-held state besides the model and the server optimizer's state. -----------------
+
+  def server_extra_init(self, specs: tuple[tf.TensorSpec, ...]) -> Any:
+    """The algorithm's extra server state at round 0, given the trainable weights' specs."""
+    del specs
+    return ()
+
+  def client_broadcast(self, server_extra: Any) -> Any:
+    """The part of the extra server state every sampled client receives."""
+    del server_extra
+    return ()
+
+  def server_extra_update(self, server_extra: Any, extras_mean: Any, num_clients: tf.Tensor) -> Any:
+    """The extra server state after a round, from the clients' weighted-mean extras."""
+    del extras_mean, num_clients
+    return server_extra
+
+  # -- Clients. --------------------------------------------------------------------------------
+
+  def initial_client_state(self, broadcast: Any) -> Any:
+    """The state of a client sampled for the first time (stateful algorithms)."""
+    del broadcast
+    return ()
+
+  @abc.abstractmethod
+  def client_update(
+    self,
+    model: tff.learning.models.VariableModel,
+    initial_weights: tff.learning.models.ModelWeights,
+    data: collections.OrderedDict,
+    seed: tf.Tensor,
+    learning_rate: tf.Tensor,
+    broadcast: Any,
+    client_state: Any,
+  ) -> ClientOutput:
+    """Client i's work in one round (traced inside a TF function by either engine).
+
+    Args:
+      model: the workspace model; its variables hold nothing meaningful on entry.
+      initial_weights: x_t (trainable and non-trainable tensors).
+      data: OrderedDict of the client's per-example tensors.
+      seed: int64[2], the client's seed for this round.
+      learning_rate: eta_l(t).
+      broadcast: `client_broadcast(server_extra)`.
+      client_state: the client's state (stateful algorithms), else ().
+
+    Returns:
+      A `ClientOutput`.
+    """
+
+  # -- Shared helpers for subclasses. ----------------------------------------------------------
+
+  def local_training(
+    self,
+    model: tff.learning.models.VariableModel,
+    initial_weights: tff.learning.models.ModelWeights,
+    data: collections.OrderedDict,
+    seed: tf.Tensor,
+    local_step: local_loop.LocalStep,
+  ) -> tuple[Any, Any, tf.Tensor]:
+    """Starts `model` at x_t and runs the local loop; returns (step state, u_i, K)."""
+    assign_weights(model, initial_weights)
+    state, num_steps = local_loop.run_local_steps(
+      model, data, seed, self.client.batch_size, self.client.epochs, local_step
+    )
+    trained = tf.nest.pack_sequence_as(initial_weights.trainable, model.trainable_variables)
+    update = tf.nest.map_structure(tf.subtract, initial_weights.trainable, trained)
+    return state, update, num_steps
+
+
+def assign_weights(
+  model: tff.learning.models.VariableModel, weights: tff.learning.models.ModelWeights
+) -> None:
+  """Writes `weights` (trainable and non-trainable) into the model's variables."""
+  for v, w in zip(model.trainable_variables, weights.trainable):
+    v.assign(w)
+  for v, w in zip(model.non_trainable_variables, weights.non_trainable):
+    v.assign(w)
+
+
+def example_weight(data: collections.OrderedDict) -> tf.Tensor:
+  """n_i as float32: FedAvg's aggregation weight."""
+  return tf.cast(local_loop.num_examples(data), tf.float32)
+
+
+def apply_server_optimizer(optimizer, opt_state, trainable, update):
+  """x_{t+1} = ServerOpt(x_t, g_t), or (state, x_t) unchanged if g_t has a non-finite value.
+
+  The rule of TFF's `build_apply_optimizer_finalizer` (`reject_non_finite_update`), for the
+  engines that do not use that finalizer. Returns (state, trainable, update_non_finite int32).
+  """
+  update = tf.nest.pack_sequence_as(trainable, tf.nest.flatten(update))
+  finite = tree.all_finite(update)
+  new_state, new_trainable = optimizer.next(opt_state, trainable, update)
+  keep = lambda new, old: tf.nest.map_structure(lambda a, b: tf.where(finite, a, b), new, old)
+  opt_state = keep(new_state, opt_state)
+  trainable = keep(new_trainable, trainable)
+  return opt_state, trainable, tf.cast(tf.logical_not(finite), tf.int32)

@@ -1,0 +1,62 @@
+"""FedOpt: federated averaging with a server optimizer (FedAvg, FedAvgM, FedAdagrad, FedAdam, FedYogi).
+
+Reddi, Charles, Zaheer, Garrett, Rush, Konecny, Kumar, McMahan. "Adaptive Federated
+Optimization." ICLR 2021, Algorithms 1, 4 and 5. What differs from FedAvg is only the server
+optimizer (the TFF finalizer): FedAvg is server SGD with eta = 1.
+"""
+
+import collections
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.algorithms import base
+from tff_adaptive.core import local_loop
+
+
+class FedOpt(base.Algorithm):
+  """FedOpt, Reddi et al. 2021 Algorithm 5. Round t, sampled clients S, n_i examples on i::
+
+    x_i = ClientOpt^K(x_t; D_i, eta_l(t), B, E)       # K = E ceil(n_i / B) local steps
+    u_i = x_t - x_i,  w_i = n_i
+    g_t = sum_{i in S} n_i u_i / sum_{i in S} n_i
+    x_{t+1} = ServerOpt(x_t, g_t)                     # x_t - eta g_t for FedAvg
+
+  The client statistic `local_steps` is K.
+  """
+
+  name = 'fedopt'
+
+  def client_update(
+    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
+  ):
+    del broadcast, client_state
+    step = local_loop.optimizer_step(self.client_optimizer, learning_rate)
+    _, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
+    return base.ClientOutput(
+      update=update,
+      weight=base.example_weight(data),
+      stats=collections.OrderedDict(local_steps=tf.cast(num_steps, tf.float32)),
+    )
+
+
+def build_fedopt(
+  model_fn: base.ModelFn,
+  client: base.ClientTrainingConfig,
+  server_optimizer: tff.learning.optimizers.Optimizer,
+  **kwargs: Any,
+) -> FedOpt:
+  """FedOpt with the given server optimizer (e.g. `optimizers.build_fedadam(10**-2.5)`).
+
+  Args:
+    model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.
+    client: local training (optimizer, eta_l, E, B, schedule).
+    server_optimizer: a `tff.learning.optimizers.Optimizer`.
+    **kwargs: `server_lr_schedule`, `server_learning_rate`, `aggregation` (`base.Algorithm`).
+
+  Returns:
+    The algorithm; `tff_adaptive.engines.build_learning_process(alg)` makes it a TFF
+    LearningProcess, `engines.InProcessEngine(alg)` runs it in this process.
+  """
+  return FedOpt(model_fn, client, server_optimizer, **kwargs)

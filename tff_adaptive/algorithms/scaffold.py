@@ -1,0 +1,103 @@
+"""SCAFFOLD: stochastic controlled averaging, Option II, batched (the FedOpt paper's baseline).
+
+Karimireddy, Kale, Mohri, Reddi, Stich, Suresh. "SCAFFOLD: Stochastic Controlled Averaging
+for Federated Learning." ICML 2020; in the batched form of Reddi et al. 2021 (Adaptive Federated
+Optimization), Algorithm 6, App. B.2. What differs from FedAvg: the server keeps a control
+variate c and every client a control variate c_i (per-client state kept across rounds); local
+steps correct the gradient by c - c_i, which removes client drift.
+"""
+
+import collections
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.algorithms import base
+from tff_adaptive.core import local_loop
+from tff_adaptive.core import tree
+
+
+class Scaffold(base.Algorithm):
+  """SCAFFOLD, Option II (Reddi et al. 2021 Algorithm 6). Round t, clients S of N::
+
+    client i (c_i := c the first time i is sampled):
+      y <- x_t;  K local steps  y <- y - eta_l (g_i(y) - c_i + c)     (ClientOpt on g - c_i + c)
+      c_i+ = c_i - c + (x_t - y) / (K eta_l)
+      Delta y_i = y - x_t,  Delta c_i = c_i+ - c_i
+    server:
+      Delta x = sum n_i Delta y_i / sum n_i,  Delta c = sum n_i Delta c_i / sum n_i
+      x_{t+1} = x_t + eta Delta x                  (ServerOpt on g_t = -Delta x; SGD in the paper)
+      c <- c + (|S| / N) Delta c
+
+  In this library's sign the client update is u_i = x_t - y = -Delta y_i, so
+  c_i+ = c_i - c + u_i / (K eta_l). K is the number of local steps the client took and eta_l
+  the round's client learning rate. With a momentum client optimizer the corrected gradient
+  feeds the momentum (the paper assumes SGD).
+  """
+
+  name = 'scaffold'
+  stateful_clients = True
+
+  def __init__(self, *args: Any, num_clients: int, **kwargs: Any):
+    """As `base.Algorithm`, plus num_clients: N, the size of the client population (>= 1)."""
+    if isinstance(num_clients, bool) or not isinstance(num_clients, int) or num_clients < 1:
+      raise ValueError(f'num_clients must be an integer >= 1, got {num_clients!r}')
+    super().__init__(*args, **kwargs)
+    self.num_clients = num_clients
+
+  def server_extra_init(self, specs):
+    """c = 0."""
+    return tuple(tf.zeros(s.shape, s.dtype) for s in specs)
+
+  def client_broadcast(self, server_extra):
+    """Clients receive c."""
+    return server_extra
+
+  def initial_client_state(self, broadcast):
+    """c_i := c the first time client i is sampled."""
+    return broadcast
+
+  def client_update(
+    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
+  ):
+    c, c_i = tuple(broadcast), tuple(client_state)
+    correction = tree.sub(c, c_i)  # c - c_i, added to every local gradient
+    step = local_loop.optimizer_step(
+      self.client_optimizer, learning_rate, lambda g, model: tree.add(g, correction)
+    )
+    _, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
+    k_eta = tf.cast(num_steps, tf.float32) * tf.cast(learning_rate, tf.float32)
+    c_i_new = tree.add(tree.sub(c_i, c), tree.divide_no_nan(tuple(update), k_eta))
+    return base.ClientOutput(
+      update=update,
+      weight=base.example_weight(data),
+      stats=collections.OrderedDict(local_steps=tf.cast(num_steps, tf.float32)),
+      extras=tree.sub(c_i_new, c_i),
+      state=c_i_new,
+    )
+
+  def server_extra_update(self, server_extra, extras_mean, num_clients):
+    """c <- c + (|S| / N) Delta c."""
+    fraction = tf.cast(num_clients, tf.float32) / float(self.num_clients)
+    return tree.add_scaled(tuple(server_extra), tuple(extras_mean), fraction)
+
+
+def build_scaffold(
+  model_fn: base.ModelFn,
+  client: base.ClientTrainingConfig,
+  server_optimizer: tff.learning.optimizers.Optimizer,
+  num_clients: int,
+  **kwargs: Any,
+) -> Scaffold:
+  """SCAFFOLD (Option II) over a population of `num_clients` clients.
+
+  Args:
+    model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.
+    client: local training (optimizer, eta_l, E, B, schedule).
+    server_optimizer: applied to g_t = -Delta x; `optimizers.build_fedavg_sgd(eta)` is the
+      paper's x_{t+1} = x_t + eta Delta x.
+    num_clients: N, the number of clients that can be sampled (for c's |S| / N step).
+    **kwargs: `server_lr_schedule`, `server_learning_rate`, `aggregation` (`base.Algorithm`).
+  """
+  return Scaffold(model_fn, client, server_optimizer, num_clients=num_clients, **kwargs)

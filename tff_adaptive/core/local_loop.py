@@ -1,0 +1,176 @@
+"""The local loop of client training, with a hook for the step.
+
+A client runs E epochs over its examples in minibatches of B: each epoch visits a seeded
+permutation of the examples (the last minibatch smaller when B does not divide n), the
+arithmetic of `dataset.shuffle(n).batch(B).repeat(E)` with a stateless shuffle, so a client's
+training is a pure function of its seed. What happens in one step is a `LocalStep`:
+
+* `optimizer_step(optimizer, learning_rate)`: x <- ClientOpt(x, grad f(x; batch)) (FedAvg);
+  with `gradient_transform` the gradient is changed first (SCAFFOLD's g - c_i + c, FedProx's
+  g + mu (x - x_t));
+* any other `LocalStep` may evaluate further gradients (Delta-SGD), average iterates (FedPA),
+  or keep its own state across steps.
+
+The model is a `tff.learning.models.VariableModel` used as the step's workspace: its trainable
+variables hold the current local iterate x, and its metric variables accumulate the training
+metrics of every minibatch. The loop itself is a `tf.while_loop`, so it runs unchanged inside
+a TFF computation (engine "tff") and inside one compiled round function (engine "inprocess").
+"""
+
+import collections
+from collections.abc import Callable
+import contextlib
+import dataclasses
+import threading
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.core import seeds
+
+LEARNING_RATE_KEY = tff.learning.optimizers.LEARNING_RATE_KEY
+VariableModel = tff.learning.models.VariableModel
+Batch = collections.OrderedDict
+_options = threading.local()
+
+
+@contextlib.contextmanager
+def xla_steps():
+  """Local loops traced inside the block compile each step with XLA (`jit_compile=True`).
+
+  The step (forward, backward, client optimizer) is compiled once per minibatch shape (B, and
+  the last minibatch's size n mod B); the loop around it stays a `tf.while_loop`, since clients'
+  example counts differ. Used by the in-process engine's `jit_compile` option.
+  """
+  previous = getattr(_options, 'xla', False)
+  _options.xla = True
+  try:
+    yield
+  finally:
+    _options.xla = previous
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalStep:
+  """One local step and the state it carries from step to step.
+
+  Attributes:
+    init: model -> the state before the first step (e.g. the client optimizer's state).
+    apply: (model, batch, step_seed, state) -> state; updates the model's trainable variables
+      in place (the local iterate). `step_seed` is int64[2], unique to (client, round, step).
+  """
+
+  init: Callable[[VariableModel], Any]
+  apply: Callable[[VariableModel, Batch, tf.Tensor, Any], Any]
+
+
+def trainable_specs(model: VariableModel) -> tuple[tf.TensorSpec, ...]:
+  return tuple(tf.TensorSpec(v.shape, v.dtype) for v in model.trainable_variables)
+
+
+def loss_and_gradients(
+  model: VariableModel,
+  batch: Batch,
+  step_seed: tf.Tensor,
+  record_metrics: bool = True,
+) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+  """The minibatch loss at the model's current weights and its gradient w.r.t. the trainables.
+
+  The forward pass runs in training mode inside `seeds.step_seeds(step_seed)`. With
+  `record_metrics=False` the model's metric variables are left as they were, so a step that
+  evaluates a second gradient does not count its minibatch twice.
+  """
+  saved = None
+  if not record_metrics:
+    saved = [v.read_value() for v in model.local_variables]
+  trainable = model.trainable_variables
+  with tf.GradientTape() as tape, seeds.step_seeds(step_seed):
+    output = model.forward_pass(batch, training=True)
+  grads = tape.gradient(output.loss, trainable)
+  if saved is not None:
+    with tf.control_dependencies([output.loss]):
+      for v, value in zip(model.local_variables, saved):
+        v.assign(value)
+  return output.loss, tuple(grads)
+
+
+def optimizer_step(
+  optimizer: tff.learning.optimizers.Optimizer,
+  learning_rate: tf.Tensor,
+  gradient_transform: Callable[[tuple[tf.Tensor, ...], VariableModel], Any] | None = None,
+) -> LocalStep:
+  """x <- ClientOpt.next(x, g), g = grad f(x; batch), optionally transformed first.
+
+  Args:
+    optimizer: the client optimizer, re-initialized at the start of every local training.
+    learning_rate: eta_l for this round (set under the optimizer's learning-rate key).
+    gradient_transform: optional (g, model) -> g' applied before the optimizer sees g.
+
+  Returns:
+    A `LocalStep` whose state is the optimizer's state.
+  """
+
+  def init(model):
+    state = optimizer.initialize(trainable_specs(model))
+    state[LEARNING_RATE_KEY] = tf.cast(learning_rate, tf.float32)
+    return state
+
+  def apply(model, batch, step_seed, state):
+    _, grads = loss_and_gradients(model, batch, step_seed)
+    if gradient_transform is not None:
+      grads = tuple(gradient_transform(grads, model))
+    trainable = tuple(model.trainable_variables)
+    state, new_weights = optimizer.next(state, trainable, grads)
+    for v, w in zip(trainable, new_weights):
+      v.assign(w)
+    return state
+
+  return LocalStep(init, apply)
+
+
+def num_examples(features: collections.OrderedDict) -> tf.Tensor:
+  """n: the leading dimension of the client's feature tensors (int32 scalar)."""
+  return tf.shape(tf.nest.flatten(features)[0])[0]
+
+
+def run_local_steps(
+  model: VariableModel,
+  features: collections.OrderedDict,
+  seed: tf.Tensor,
+  batch_size: int,
+  epochs: int,
+  local_step: LocalStep,
+) -> tuple[Any, tf.Tensor]:
+  """Runs E epochs of minibatch steps on one client's in-memory examples.
+
+  Args:
+    model: the workspace model; its trainable variables must hold the starting point x_t.
+    features: OrderedDict of per-example tensors (leading dimension n).
+    seed: int64[2], the client's seed for this round (`seeds.client_seed`).
+    batch_size: B >= 1.
+    epochs: E >= 1.
+    local_step: what one step does.
+
+  Returns:
+    (the step state after the last step, K = E * ceil(n / B) local steps taken, int32).
+  """
+  n = num_examples(features)
+  steps_per_epoch = (n + batch_size - 1) // batch_size
+  seed = tf.cast(seed, tf.int64)
+  perms = seeds.epoch_permutations(n, epochs, seed)
+  num_steps = steps_per_epoch * epochs
+  apply = lambda batch, step_seed, state: local_step.apply(model, batch, step_seed, state)
+  if getattr(_options, 'xla', False):
+    apply = tf.function(apply, jit_compile=True)
+
+  def body(i, state):
+    epoch, b = i // steps_per_epoch, i % steps_per_epoch
+    idx = perms[epoch, b * batch_size : tf.minimum((b + 1) * batch_size, n)]
+    batch = tf.nest.map_structure(lambda t: tf.gather(t, idx), features)
+    return i + 1, apply(batch, seeds.local_step_seed(seed, i), state)
+
+  _, state = tf.while_loop(
+    lambda i, _: i < num_steps, body, (tf.constant(0), local_step.init(model))
+  )
+  return state, num_steps

@@ -1,0 +1,80 @@
+"""Seeds of a federated run: per-client, per-round and per-local-step, all pure functions.
+
+Every random choice of a round is a function of (run seed, round, client): client sampling
+(`tff_adaptive.loop.sampling`), each client's shuffling (`client_seed` -> `epoch_permutations`),
+and each local step's randomness (dropout masks, CIFAR crops): the local loop enters
+`step_seeds(step_seed)` around each step's forward pass, and task layers
+(`tasks.layers.StatelessDropout`, `tasks.layers.CifarPreprocessing`) draw their k-th stateless
+seed of that step from `next_layer_seed()`. A resumed run therefore repeats exactly the choices
+of an uninterrupted one, whichever engine runs it.
+
+Why not Keras' own random layers: inside a TFF computation Keras runs in graph mode with legacy
+stateful random ops, whose state lives in the worker's cached function and is shared by
+concurrently trained clients: masks then depend on thread scheduling.
+"""
+
+import contextlib
+import threading
+
+import numpy as np
+import tensorflow as tf
+
+SEED_KEY = 'seed'
+MAX_LAYER_SEEDS_PER_STEP = 64
+_local = threading.local()
+
+
+def client_seed(seed: int, round_num: int, client_index: int, population: int) -> np.ndarray:
+  """int64[2] seed of one client's local training in one round: (seed, round * N + index).
+
+  client_index is the client's position in the training population (N clients), so the seed
+  identifies (round, client) uniquely and does not depend on which other clients were sampled.
+  """
+  return np.array([seed, round_num * population + client_index], np.int64)
+
+
+def local_step_seed(seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
+  """int64[2] seed of local step `step` of a client whose round seed is `seed`."""
+  seed = tf.cast(seed, tf.int64)
+  return tf.stack([seed[0], seed[1] * 1_000_003 + tf.cast(step, tf.int64)])
+
+
+def epoch_permutations(n: tf.Tensor, epochs: int, seed: tf.Tensor) -> tf.Tensor:
+  """[epochs, n] int32: a stateless random permutation of range(n) per epoch."""
+  seed = tf.cast(seed, tf.int64)
+  perms = []
+  for e in range(epochs):
+    keys = tf.random.stateless_uniform(
+      [n], seed=tf.stack([seed[0], seed[1] * 1009 + e]), dtype=tf.float32
+    )
+    perms.append(tf.argsort(keys, stable=True))
+  return tf.stack(perms)
+
+
+@contextlib.contextmanager
+def step_seeds(seed: tf.Tensor):
+  """Within the block, `next_layer_seed()` returns seeds derived from `seed` (int64[2])."""
+  previous = getattr(_local, 'state', None)
+  _local.state = [tf.cast(seed, tf.int64), 0]
+  try:
+    yield
+  finally:
+    _local.state = previous
+
+
+def next_layer_seed() -> tf.Tensor | None:
+  """The k-th call inside `step_seeds(seed)` returns (seed[0], seed[1] * 64 + k); else None.
+
+  Layers call this while they are traced; None means "no step seed: use ordinary random ops".
+
+  Raises:
+    ValueError: more than MAX_LAYER_SEEDS_PER_STEP calls in one step.
+  """
+  state = getattr(_local, 'state', None)
+  if state is None:
+    return None
+  seed, k = state
+  if k >= MAX_LAYER_SEEDS_PER_STEP:
+    raise ValueError(f'more than {MAX_LAYER_SEEDS_PER_STEP} random layer calls in one step')
+  state[1] += 1
+  return tf.stack([seed[0], seed[1] * MAX_LAYER_SEEDS_PER_STEP + k])

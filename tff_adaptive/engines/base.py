@@ -1,0 +1,95 @@
+"""The round protocol between the training loop and an engine.
+
+The loop (`tff_adaptive.loop.training_loop`) knows nothing of TFF metric paths or state
+layouts: it gives an engine the round's clients as `RoundClient`s and gets back a `RoundResult`
+whose metrics are flat float names (`train_<metric>`, `train_update_non_finite`,
+`client_<stat>_<mean|min|max>`) and, for stateful algorithms, each client's new state.
+"""
+
+import abc
+import collections
+from collections.abc import Sequence
+from typing import Any
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.algorithms import base as algorithm_base
+
+ClientState = list[np.ndarray]  # the flattened leaves of a client's state nest
+
+
+class RoundClient(NamedTuple):
+  """One sampled client.
+
+  Attributes:
+    client_id: its id (the key of its stored state).
+    features: OrderedDict of its examples (leading dimension n).
+    seed: int64[2], its seed for this round (`core.seeds.client_seed`).
+    state: its stored state (stateful algorithms), None if it has none yet.
+  """
+
+  client_id: str
+  features: collections.OrderedDict
+  seed: np.ndarray
+  state: ClientState | None = None
+
+
+class RoundResult(NamedTuple):
+  """What a round returns to the loop.
+
+  Attributes:
+    state: the engine's new server state (opaque to the loop; checkpointed as is).
+    metrics: OrderedDict of floats: train_<metric> (the model's training metrics summed over
+      clients and finalized), train_update_non_finite (1.0 when the aggregated update had a
+      non-finite value and the server step was skipped), client_<stat>_<mean|min|max>.
+    client_states: stateful algorithms: each client's new state, in the order of the clients
+      given; None otherwise.
+  """
+
+  state: Any
+  metrics: collections.OrderedDict
+  client_states: list[ClientState] | None = None
+
+
+class Engine(abc.ABC):
+  """Runs an `Algorithm`'s rounds. Implementations: `tff` and `inprocess`."""
+
+  def __init__(self, algorithm: algorithm_base.Algorithm):
+    self.algorithm = algorithm
+
+  @abc.abstractmethod
+  def initialize(self, initial_weights: tff.learning.models.ModelWeights) -> Any:
+    """The server state at round 0, with the model set to `initial_weights`."""
+
+  @abc.abstractmethod
+  def next(self, state: Any, clients: Sequence[RoundClient]) -> RoundResult:
+    """Runs one round on `clients`."""
+
+  @abc.abstractmethod
+  def model_weights(self, state: Any) -> tff.learning.models.ModelWeights:
+    """The global model of `state`, as NumPy arrays."""
+
+  def close(self) -> None:
+    """Releases the engine's resources (e.g. a TFF worker)."""
+
+
+def flat_metrics(train: Any, client_stats: Any, update_non_finite: Any) -> collections.OrderedDict:
+  """The loop's flat metric names from the three groups every engine computes."""
+  row = collections.OrderedDict((f'train_{k}', float(v)) for k, v in train.items())
+  row['train_update_non_finite'] = float(update_non_finite)
+  row.update((f'client_{k}', float(v)) for k, v in client_stats.items())
+  return row
+
+
+def stats_summary_names(stats: Any) -> list[str]:
+  """`<name>_mean`, `<name>_min`, `<name>_max` for each per-client statistic."""
+  return [f'{k}_{s}' for k in stats for s in ('mean', 'min', 'max')]
+
+
+def trainable_specs(weights: tff.learning.models.ModelWeights) -> tuple[tf.TensorSpec, ...]:
+  return tuple(
+    tf.TensorSpec(np.shape(w), tf.as_dtype(np.asarray(w).dtype)) for w in weights.trainable
+  )

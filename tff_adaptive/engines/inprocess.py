@@ -1,0 +1,319 @@
+"""Engine "inprocess": an `Algorithm`'s round as one compiled TF function, no TFF runtime.
+
+The same algorithm functions as engine "tff" (client update, aggregation fold, server
+optimizer, extra server state), run in this process: one `tf.function` per round over the
+round's clients in memory, on the GPU when TF sees one (`device`), with optional XLA
+compilation of every local step (`jit_compile`). Nothing is serialized or sent to a worker:
+the server state stays a nest of tensors on the device between rounds.
+
+Round t inside the function (clients i = 0..k-1 in the order given):
+
+  eta_l = schedule(t); b = client_broadcast(server extra)
+  for i: out_i = client_update(model, x_t, D_i, seed_i, eta_l, b, state_i)      (sequential)
+         acc = aggregation.accumulate(acc, out_i.update, out_i.weight); sum w_i extras_i; stats
+  g_t = aggregation.report(acc); x_{t+1} = ServerOpt(x_t, g_t) unless g_t is non-finite
+  server extra <- server_extra_update(extra, sum w_i extras_i / sum w_i, k)
+
+The round's clients arrive as one tensor per feature (all clients' examples concatenated)
+plus row offsets, so the function is traced once and serves every round whatever the clients'
+sizes. Training metrics accumulate in the workspace model's metric variables over all clients
+and are finalized after the round, as TFF's `sum_then_finalize` does.
+
+GPU: `pip install tensorflow[and-cuda]==2.14.1` (CUDA 11.8 / cuDNN 8.6 wheels) and
+`--engine=inprocess --device=GPU:0`; TFF's own worker is CPU-only.
+"""
+
+import collections
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.algorithms import base as algorithm_base
+from tff_adaptive.core import local_loop
+from tff_adaptive.core import tree
+from tff_adaptive.engines import base
+
+
+def _leading_none(spec: tf.TensorSpec) -> tf.TensorSpec:
+  return tf.TensorSpec([None] + spec.shape.as_list(), spec.dtype)
+
+
+def _as_spec(value: Any) -> tf.TensorSpec:
+  value = tf.convert_to_tensor(value)
+  return tf.TensorSpec(value.shape, value.dtype)
+
+
+def check_device(device: str | None) -> str | None:
+  """`device` if TF has such a device (e.g. 'CPU:0', '/GPU:0'); None passes.
+
+  Raises:
+    ValueError: naming the device and the devices TF sees (TF would otherwise fall back to
+      the CPU silently).
+  """
+  if device is None:
+    return None
+  try:
+    spec = tf.DeviceSpec.from_string(device if device.startswith('/') else f'/{device}')
+  except ValueError as e:
+    raise ValueError(f'invalid device {device!r}: {e}') from None
+  visible = tf.config.list_logical_devices()
+  if not any(
+    d.device_type == (spec.device_type or '').upper()
+    and (spec.device_index is None or d.name.endswith(f':{spec.device_index}'))
+    for d in visible
+  ):
+    names = ', '.join(d.name.replace('/device:', '') for d in visible)
+    hint = ' (GPU: pip install tensorflow[and-cuda]==2.14.1)' if 'GPU' in device.upper() else ''
+    raise ValueError(f'device {device!r} is not available; TensorFlow sees: {names}{hint}')
+  return device
+
+
+class _Finalizer:
+  """Applies a VariableModel's metric finalizers to summed unfinalized metrics.
+
+  TFF calls the finalizers (which build Keras metrics, i.e. variables) in graph mode; calling
+  them eagerly more than once fails, so they are traced once into a graph of their own with a
+  placeholder per unfinalized value, and run in a session every round.
+  """
+
+  def __init__(self, finalizers, unfinalized_example):
+    self._graph = tf.Graph()
+    with self._graph.as_default():
+      self._inputs = tf.nest.map_structure(
+        lambda t: tf.compat.v1.placeholder(t.dtype, t.shape), unfinalized_example
+      )
+      self._outputs = collections.OrderedDict(
+        (name, finalizers[name](value)) for name, value in self._inputs.items()
+      )
+      init = [
+        tf.compat.v1.global_variables_initializer(),
+        tf.compat.v1.local_variables_initializer(),
+      ]
+    self._session = tf.compat.v1.Session(graph=self._graph)
+    self._session.run(init)
+
+  def __call__(self, unfinalized):
+    feed = dict(
+      zip(tf.nest.flatten(self._inputs), [np.asarray(v) for v in tf.nest.flatten(unfinalized)])
+    )
+    return self._session.run(self._outputs, feed_dict=feed)
+
+
+class InProcessEngine(base.Engine):
+  """Runs an `Algorithm`'s rounds in one compiled TF function each (see module docstring)."""
+
+  def __init__(
+    self,
+    algorithm: algorithm_base.Algorithm,
+    device: str | None = None,
+    jit_compile: bool = False,
+  ):
+    """Builds the workspace model on `device`.
+
+    Args:
+      algorithm: an `Algorithm`.
+      device: a TF device name ('CPU:0', 'GPU:0'); None lets TF place ops (a GPU if visible).
+      jit_compile: compile every local step with XLA (`core.local_loop.xla_steps`).
+    """
+    super().__init__(algorithm)
+    self.device = check_device(device)
+    self.jit_compile = jit_compile
+    with tf.device(self.device):
+      self._model = algorithm.model_fn()
+      # A second model for the probe trace of the client update (see `_round`). Both are
+      # created here: variables created while the round function traces would make
+      # tf.function trace it twice, reusing the model's first forward-pass trace.
+      self._probe_model = algorithm.model_fn()
+    self._specs = local_loop.trainable_specs(self._model)
+    self._finalizer = None
+    self._round_fn = None
+
+  def initialize(self, initial_weights: tff.learning.models.ModelWeights) -> Any:
+    with tf.device(self.device):
+      weights = tff.learning.models.ModelWeights(
+        tuple(tf.constant(w) for w in initial_weights.trainable),
+        tuple(tf.constant(w) for w in initial_weights.non_trainable),
+      )
+      return collections.OrderedDict(
+        model=weights,
+        optimizer=self.algorithm.server_optimizer.initialize(self._specs),
+        client_round=tf.constant(0, tf.int32),
+        extra=self.algorithm.server_extra_init(self._specs),
+      )
+
+  def model_weights(self, state: Any) -> tff.learning.models.ModelWeights:
+    weights = state['model']
+    return tff.learning.models.ModelWeights(
+      [np.asarray(w) for w in weights.trainable], [np.asarray(w) for w in weights.non_trainable]
+    )
+
+  # -- The round. ----------------------------------------------------------------------------
+
+  def _client(self, i, x_t, features, splits, seeds_, states, present, lr, broadcast):
+    alg = self.algorithm
+    start, end = splits[i], splits[i + 1]
+    data = collections.OrderedDict((k, v[start:end]) for k, v in features.items())
+    client_state = ()
+    if alg.stateful_clients:
+      fresh = tuple(alg.initial_client_state(broadcast))
+      client_state = tuple(
+        tf.where(present[i], stored[i], new) for stored, new in zip(states, fresh)
+      )
+    return alg.client_update(self._model, x_t, data, seeds_[i], lr, broadcast, client_state)
+
+  def _client_output_spec(self, args) -> algorithm_base.ClientOutput:
+    """TensorSpecs of one client's `ClientOutput`, from a trace on the probe model."""
+    x_t, features, splits, seeds_, states, present, lr, broadcast = args
+    model, alg = self._probe_model, self.algorithm
+
+    def probe(x_t, features, seed, lr, broadcast, client_state):
+      return alg.client_update(model, x_t, features, seed, lr, broadcast, client_state)
+
+    as_spec = lambda t: tf.TensorSpec(t.shape, t.dtype)
+    client_state = ()
+    if alg.stateful_clients:
+      client_state = tuple(tf.TensorSpec(s.shape, s.dtype) for s in self._specs)
+    concrete = tf.function(probe).get_concrete_function(
+      tf.nest.map_structure(as_spec, x_t),
+      collections.OrderedDict(
+        (k, tf.TensorSpec([None] + v.shape[1:].as_list(), v.dtype)) for k, v in features.items()
+      ),
+      tf.TensorSpec([2], tf.int64),
+      tf.TensorSpec([], tf.float32),
+      tf.nest.map_structure(as_spec, broadcast),
+      client_state,
+    )
+    return tf.nest.map_structure(as_spec, concrete.structured_outputs)
+
+  def _round(self, state, features, splits, seeds_, states, present):
+    alg = self.algorithm
+    x_t = state['model']
+    lr = tf.cast(alg.client_lr_schedule(state['client_round']), tf.float32)
+    broadcast = alg.client_broadcast(state['extra'])
+    for v in self._model.local_variables:
+      v.assign(tf.zeros_like(v))
+    num_clients = tf.shape(seeds_)[0]
+    args = (x_t, features, splits, seeds_, states, present, lr, broadcast)
+
+    def fold(carry, out):
+      acc, extras_sum, weight_sum, stat_sum, stat_min, stat_max = carry
+      w = tf.cast(out.weight, tf.float32)
+      return (
+        alg.aggregation.accumulate(acc, out.update, out.weight),
+        tree.add_scaled(extras_sum, out.extras, w),
+        weight_sum + w,
+        tree.add(stat_sum, out.stats),
+        tf.nest.map_structure(tf.minimum, stat_min, out.stats),
+        tf.nest.map_structure(tf.maximum, stat_max, out.stats),
+      )
+
+    # The structures the loop carries (extras, statistics, client state) come from a probe
+    # trace of the client update on a second model: tracing it on the workspace model outside
+    # the loop would leave that model's traced forward pass holding the probe's step seeds.
+    spec = self._client_output_spec(args)
+    zeros = lambda specs: tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), specs)
+    fill = lambda specs, v: tf.nest.map_structure(lambda s: tf.fill(s.shape, v), specs)
+    carry = (
+      alg.aggregation.zero(self._specs),
+      zeros(spec.extras),
+      tf.constant(0.0),
+      zeros(spec.stats),
+      fill(spec.stats, float('inf')),
+      fill(spec.stats, float('-inf')),
+    )
+    new_states = [
+      tf.TensorArray(s.dtype, size=num_clients, element_shape=s.shape)
+      for s in tf.nest.flatten(spec.state)
+    ]
+
+    def body(i, carry, new_states):
+      out = self._client(i, *args)
+      new_states = [ta.write(i, s) for ta, s in zip(new_states, tf.nest.flatten(out.state))]
+      return i + 1, fold(carry, out), new_states
+
+    _, carry, new_states = tf.while_loop(
+      lambda i, *_: i < num_clients, body, (tf.constant(0), carry, new_states)
+    )
+    acc, extras_sum, weight_sum, stat_sum, stat_min, stat_max = carry
+    update = alg.aggregation.report(acc)
+    opt_state, trainable, non_finite = algorithm_base.apply_server_optimizer(
+      alg.server_optimizer, state['optimizer'], x_t.trainable, update
+    )
+    new_state = collections.OrderedDict(
+      model=tff.learning.models.ModelWeights(tuple(trainable), tuple(x_t.non_trainable)),
+      optimizer=opt_state,
+      client_round=state['client_round'] + 1,
+      extra=alg.server_extra_update(
+        state['extra'], tree.divide_no_nan(extras_sum, weight_sum), num_clients
+      ),
+    )
+    stats = collections.OrderedDict()
+    for name in spec.stats:
+      stats[f'{name}_mean'] = stat_sum[name] / tf.cast(num_clients, tf.float32)
+      stats[f'{name}_min'] = stat_min[name]
+      stats[f'{name}_max'] = stat_max[name]
+    metrics = self._model.report_local_unfinalized_metrics()
+    return new_state, metrics, stats, non_finite, [ta.stack() for ta in new_states]
+
+  def _build_round_fn(self, state, features, splits, seeds_, states, present):
+    signature = (
+      tf.nest.map_structure(_as_spec, state),
+      collections.OrderedDict(
+        (k, tf.TensorSpec((None,) + v.shape[1:], tf.as_dtype(v.dtype))) for k, v in features.items()
+      ),
+      tf.TensorSpec([None], tf.int32),
+      tf.TensorSpec([None, 2], tf.int64),
+      tuple(_leading_none(s) for s in self._specs) if self.algorithm.stateful_clients else (),
+      tf.TensorSpec([None], tf.bool),
+    )
+
+    def round_fn(*args):
+      if self.jit_compile:
+        with local_loop.xla_steps():
+          return self._round(*args)
+      return self._round(*args)
+
+    return tf.function(round_fn, input_signature=signature)
+
+  def next(self, state, clients: Sequence[base.RoundClient]) -> base.RoundResult:
+    if not clients:
+      raise ValueError('a round needs at least one client')
+    names = list(clients[0].features)
+    features = collections.OrderedDict(
+      (k, np.concatenate([np.asarray(c.features[k]) for c in clients])) for k in names
+    )
+    sizes = [len(np.asarray(c.features[names[0]])) for c in clients]
+    splits = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    seeds_ = np.stack([np.asarray(c.seed, np.int64) for c in clients])
+    present = np.array([c.state is not None for c in clients], np.bool_)
+    states = ()
+    if self.algorithm.stateful_clients:
+      states = tuple(
+        np.stack(
+          [
+            np.asarray(c.state[j], s.dtype.as_numpy_dtype)
+            if c.state is not None
+            else np.zeros(s.shape, s.dtype.as_numpy_dtype)
+            for c in clients
+          ]
+        )
+        for j, s in enumerate(self._specs)
+      )
+    with tf.device(self.device):
+      if self._round_fn is None:
+        self._round_fn = self._build_round_fn(state, features, splits, seeds_, states, present)
+      new_state, metrics, stats, non_finite, new_states = self._round_fn(
+        state, features, splits, seeds_, states, present
+      )
+    if self._finalizer is None:
+      self._finalizer = _Finalizer(self._model.metric_finalizers(), metrics)
+    train = self._finalizer(metrics)
+    row = base.flat_metrics(train, stats, non_finite)
+    client_states = None
+    if self.algorithm.stateful_clients:
+      leaves = [np.asarray(a) for a in new_states]
+      client_states = [[leaf[i] for leaf in leaves] for i in range(len(clients))]
+    return base.RoundResult(new_state, row, client_states)

@@ -1,0 +1,433 @@
+"""Engine "tff": an `Algorithm` as a `tff.learning.templates.LearningProcess` on TFF's runtime.
+
+Algorithms that keep no state besides the model and the server optimizer's (FedOpt; the
+algorithms that change only the client step or the aggregation) are composed from TFF's four
+template parts with `tff.learning.templates.compose_learning_process`:
+
+* distributor: `build_broadcast_process` (x_t to every client);
+* client work: a `ClientWorkProcess` whose state is the round number t (for eta_l(t)) and whose
+  clients run `Algorithm.client_update`;
+* aggregator: the algorithm's `tff.aggregators` factory (`MeanFactory` for FedOpt);
+* finalizer: `build_apply_optimizer_finalizer(server_optimizer)` (rejects non-finite updates).
+
+Algorithms with extra server state or per-client state (SCAFFOLD) do not fit those parts (the
+client work would have to read state that the finalizer updates, and a LearningProcess returns
+nothing per client), so their `next` is written by hand from the same algorithm functions, the
+same aggregation factory and the same optimizer. Per-client states travel in each client's data
+(the stored c_i, or a flag that the client has none) and come back gathered at the server in
+`metrics['client_states']` ([clients_per_round, ...] per leaf, in the clients' order).
+
+Each client's dataset has ONE element holding all of its examples (leading dimension n) and
+its seed (`core.seeds.SEED_KEY`); the client batches by gathering inside a `tf.while_loop`
+(`core.local_loop`), which avoids TFF's per-batch dataset iteration.
+"""
+
+import collections
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.algorithms import base as algorithm_base
+from tff_adaptive.core import seeds
+from tff_adaptive.engines import base
+
+STATE_KEY = 'client_state'
+STATE_PRESENT_KEY = 'client_state_present'
+POSITION_KEY = 'position'
+_RESERVED = (seeds.SEED_KEY, STATE_KEY, STATE_PRESENT_KEY, POSITION_KEY)
+
+
+def _model_types(algorithm: algorithm_base.Algorithm):
+  with tf.Graph().as_default():
+    model = algorithm.model_fn()
+    weights_type = tff.learning.models.weights_type_from_model(model)
+    element = collections.OrderedDict(model.input_spec)
+    finalizers = model.metric_finalizers()
+  return weights_type, element, finalizers
+
+
+def client_data_type(algorithm: algorithm_base.Algorithm) -> tff.SequenceType:
+  """The TFF type of one client's data: a sequence whose single element is everything."""
+  weights_type, element, _ = _model_types(algorithm)
+  element[seeds.SEED_KEY] = tf.TensorSpec([2], tf.int64)
+  if algorithm.stateful_clients:
+    specs = tff.types.type_to_tf_tensor_specs(weights_type.trainable)
+    element[STATE_KEY] = tuple(specs)
+    element[STATE_PRESENT_KEY] = tf.TensorSpec([], tf.bool)
+    element[POSITION_KEY] = tf.TensorSpec([], tf.int32)
+  return tff.SequenceType(tff.types.tensorflow_to_type(element))
+
+
+def _split(element: collections.OrderedDict):
+  features = collections.OrderedDict((k, v) for k, v in element.items() if k not in _RESERVED)
+  return features, element[seeds.SEED_KEY]
+
+
+def _summarize_stats(stats):
+  """{name}@CLIENTS -> OrderedDict(name_mean, name_min, name_max)@SERVER (unweighted)."""
+  summary = collections.OrderedDict()
+  for name in tff.structure.name_list(stats.type_signature.member):
+    value = stats[name]
+    summary[f'{name}_mean'] = tff.federated_mean(value)
+    summary[f'{name}_min'] = tff.federated_min(value)
+    summary[f'{name}_max'] = tff.federated_max(value)
+  return tff.federated_zip(summary)
+
+
+def _initial_weights_fn(algorithm):
+  @tff.tensorflow.computation
+  def initial_model_weights_fn():
+    return tff.learning.models.ModelWeights.from_model(algorithm.model_fn())
+
+  return initial_model_weights_fn
+
+
+def _server_update_fn(algorithm, weights_type):
+  """(optimizer state, x_t, g_t) -> (state, x_{t+1}, update_non_finite): TFF's finalizer rule."""
+  specs = tff.types.type_to_tf_tensor_specs(weights_type.trainable)
+
+  @tff.tensorflow.computation
+  def init_optimizer():
+    return algorithm.server_optimizer.initialize(specs)
+
+  @tff.tensorflow.computation(
+    init_optimizer.type_signature.result, weights_type, weights_type.trainable
+  )
+  def server_update(opt_state, weights, update):
+    new_state, new_trainable, non_finite = algorithm_base.apply_server_optimizer(
+      algorithm.server_optimizer, opt_state, weights.trainable, update
+    )
+    return (
+      new_state,
+      tff.learning.models.ModelWeights(new_trainable, weights.non_trainable),
+      (non_finite),
+    )
+
+  return init_optimizer, server_update
+
+
+def _composed_process(
+  algorithm: algorithm_base.Algorithm,
+) -> tff.learning.templates.LearningProcess:
+  """The template route: distributor, client work, aggregator, finalizer."""
+  weights_type, _, finalizers = _model_types(algorithm)
+  data_type = client_data_type(algorithm)
+  metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
+
+  @tff.tensorflow.computation
+  def initial_round():
+    return tf.constant(0, tf.int32)
+
+  @tff.federated_computation
+  def client_init():
+    return tff.federated_eval(initial_round, tff.SERVER)
+
+  @tff.tensorflow.computation(np.int32)
+  def next_round(t):
+    return t + 1
+
+  @tff.tensorflow.computation(np.int32)
+  def client_lr(t):
+    return tf.cast(algorithm.client_lr_schedule(t), tf.float32)
+
+  @tff.tensorflow.computation(np.float32, weights_type, data_type)
+  def client_update(lr, initial_weights, data):
+    model = algorithm.model_fn()
+
+    @tf.function
+    def train():
+      features, seed = _split(data.get_single_element())
+      out = algorithm.client_update(model, initial_weights, features, seed, lr, (), ())
+      result = tff.learning.templates.ClientResult(update=out.update, update_weight=out.weight)
+      return result, model.report_local_unfinalized_metrics(), out.stats
+
+    return train()
+
+  @tff.federated_computation(
+    client_init.type_signature.result,
+    tff.FederatedType(weights_type, tff.CLIENTS),
+    tff.FederatedType(data_type, tff.CLIENTS),
+  )
+  def client_next(state, weights, client_data):
+    lr = tff.federated_broadcast(tff.federated_map(client_lr, state))
+    result, model_outputs, stats = tff.federated_map(client_update, (lr, weights, client_data))
+    measurements = tff.federated_zip(
+      collections.OrderedDict(
+        train=metrics_aggregation(model_outputs), client_stats=_summarize_stats(stats)
+      )
+    )
+    return tff.templates.MeasuredProcessOutput(
+      tff.federated_map(next_round, state), result, measurements
+    )
+
+  client_work = tff.learning.templates.ClientWorkProcess(client_init, client_next)
+  return tff.learning.templates.compose_learning_process(
+    _initial_weights_fn(algorithm),
+    tff.learning.templates.build_broadcast_process(weights_type),
+    client_work,
+    algorithm.aggregation.factory().create(weights_type.trainable, tff.TensorType(np.float32)),
+    tff.learning.templates.build_apply_optimizer_finalizer(
+      algorithm.server_optimizer, weights_type
+    ),
+  )
+
+
+def _collect(values, positions, clients_per_round: int, value_type):
+  """Gathers one value per client at the server, [clients_per_round, ...] in client order."""
+  specs = tff.types.type_to_tf_tensor_specs(value_type.member)
+
+  @tff.tensorflow.computation
+  def zero():
+    return tf.nest.map_structure(
+      lambda s: tf.zeros([clients_per_round] + s.shape.as_list(), s.dtype), specs
+    )
+
+  acc_type = zero.type_signature.result
+
+  @tff.tensorflow.computation(acc_type, (value_type.member, np.int32))
+  def accumulate(acc, value_and_position):
+    value, position = value_and_position
+    return tf.nest.map_structure(
+      lambda a, v: tf.tensor_scatter_nd_update(a, [[position]], v[tf.newaxis]), acc, value
+    )
+
+  @tff.tensorflow.computation(acc_type, acc_type)
+  def merge(a, b):  # accumulators hold disjoint positions, zeros elsewhere
+    return tf.nest.map_structure(tf.add, a, b)
+
+  @tff.tensorflow.computation(acc_type)
+  def report(acc):
+    return acc
+
+  return tff.federated_aggregate(
+    tff.federated_zip((values, positions)), zero(), accumulate, merge, report
+  )
+
+
+def _handwritten_process(
+  algorithm: algorithm_base.Algorithm, clients_per_round: int | None
+) -> tff.learning.templates.LearningProcess:
+  """The hand-written route, for algorithms with extra server state or client state."""
+  if algorithm.stateful_clients and not clients_per_round:
+    raise ValueError(f'{algorithm.name} keeps client state: clients_per_round is required')
+  weights_type, _, finalizers = _model_types(algorithm)
+  data_type = client_data_type(algorithm)
+  specs = tuple(tff.types.type_to_tf_tensor_specs(weights_type.trainable))
+  metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
+  aggregation_process = algorithm.aggregation.factory().create(
+    weights_type.trainable, tff.TensorType(np.float32)
+  )
+  init_optimizer, server_update = _server_update_fn(algorithm, weights_type)
+
+  @tff.tensorflow.computation
+  def client_work_init():
+    return collections.OrderedDict(
+      round_num=tf.constant(0, tf.int32), extra=algorithm.server_extra_init(specs)
+    )
+
+  client_work_type = client_work_init.type_signature.result
+
+  @tff.tensorflow.computation(client_work_type)
+  def broadcast(client_work):
+    return collections.OrderedDict(
+      lr=tf.cast(algorithm.client_lr_schedule(client_work['round_num']), tf.float32),
+      broadcast=algorithm.client_broadcast(client_work['extra']),
+    )
+
+  @tff.tensorflow.computation(weights_type, broadcast.type_signature.result, data_type)
+  def client_update(initial_weights, received, data):
+    model = algorithm.model_fn()
+
+    @tf.function
+    def train():
+      element = data.get_single_element()
+      features, seed = _split(element)
+      state = ()
+      if algorithm.stateful_clients:
+        fresh = algorithm.initial_client_state(received['broadcast'])
+        state = tf.nest.map_structure(
+          lambda stored, new: tf.where(element[STATE_PRESENT_KEY], stored, new),
+          tuple(element[STATE_KEY]),
+          tuple(fresh),
+        )
+      out = algorithm.client_update(
+        model, initial_weights, features, seed, received['lr'], received['broadcast'], state
+      )
+      position = element[POSITION_KEY] if algorithm.stateful_clients else tf.constant(0)
+      return (
+        collections.OrderedDict(
+          update=tuple(out.update),
+          weight=out.weight,
+          stats=out.stats,
+          extras=out.extras,
+          state=out.state,
+          position=position,
+        ),
+        model.report_local_unfinalized_metrics(),
+      )
+
+    return train()
+
+  extras_type = client_update.type_signature.result[0]['extras']
+
+  @tff.tensorflow.computation(client_work_type, extras_type, np.int32)
+  def server_extra(client_work, extras_mean, num_clients):
+    return collections.OrderedDict(
+      round_num=client_work['round_num'] + 1,
+      extra=algorithm.server_extra_update(client_work['extra'], extras_mean, num_clients),
+    )
+
+  @tff.tensorflow.computation
+  def one():
+    return tf.constant(1, tf.int32)
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_zip(
+      tff.learning.templates.LearningAlgorithmState(
+        global_model_weights=tff.federated_eval(_initial_weights_fn(algorithm), tff.SERVER),
+        distributor=tff.federated_value((), tff.SERVER),
+        client_work=tff.federated_eval(client_work_init, tff.SERVER),
+        aggregator=aggregation_process.initialize(),
+        finalizer=tff.federated_eval(init_optimizer, tff.SERVER),
+      )
+    )
+
+  @tff.federated_computation(
+    init_fn.type_signature.result, tff.FederatedType(data_type, tff.CLIENTS)
+  )
+  def next_fn(state, client_data):
+    received = tff.federated_broadcast(tff.federated_map(broadcast, state.client_work))
+    weights = tff.federated_broadcast(state.global_model_weights)
+    out, model_outputs = tff.federated_map(client_update, (weights, received, client_data))
+    aggregated = aggregation_process.next(state.aggregator, out.update, out.weight)
+    num_clients = tff.federated_sum(tff.federated_eval(one, tff.CLIENTS))
+    extras_mean = (
+      tff.federated_mean(out.extras, weight=out.weight)
+      if len(out.extras.type_signature.member)
+      else tff.federated_value((), tff.SERVER)
+    )
+    opt_state, new_weights, non_finite = tff.federated_map(
+      server_update, (state.finalizer, state.global_model_weights, aggregated.result)
+    )
+    metrics = collections.OrderedDict(
+      client_work=tff.federated_zip(
+        collections.OrderedDict(
+          train=metrics_aggregation(model_outputs), client_stats=_summarize_stats(out.stats)
+        )
+      ),
+      aggregator=aggregated.measurements,
+      finalizer=tff.federated_zip(collections.OrderedDict(update_non_finite=non_finite)),
+    )
+    if algorithm.stateful_clients:
+      metrics['client_states'] = _collect(
+        out.state, out.position, clients_per_round, out.state.type_signature
+      )
+    new_state = tff.learning.templates.LearningAlgorithmState(
+      global_model_weights=new_weights,
+      distributor=state.distributor,
+      client_work=tff.federated_map(server_extra, (state.client_work, extras_mean, num_clients)),
+      aggregator=aggregated.state,
+      finalizer=opt_state,
+    )
+    return tff.learning.templates.LearningProcessOutput(
+      tff.federated_zip(new_state), tff.federated_zip(metrics)
+    )
+
+  state_type = init_fn.type_signature.result.member
+
+  @tff.tensorflow.computation(state_type)
+  def get_model_weights(state):
+    return state.global_model_weights
+
+  @tff.tensorflow.computation(state_type, state_type.global_model_weights)
+  def set_model_weights(state, model_weights):
+    return tff.learning.templates.LearningAlgorithmState(
+      global_model_weights=model_weights,
+      distributor=state.distributor,
+      client_work=state.client_work,
+      aggregator=state.aggregator,
+      finalizer=state.finalizer,
+    )
+
+  return tff.learning.templates.LearningProcess(
+    init_fn, next_fn, get_model_weights, set_model_weights
+  )
+
+
+def fits_templates(algorithm: algorithm_base.Algorithm) -> bool:
+  """Whether the algorithm is TFF's four template parts (no extra server or client state)."""
+  if algorithm.stateful_clients:
+    return False
+  with tf.Graph().as_default():
+    return algorithm.server_extra_init(()) == ()
+
+
+def build_learning_process(
+  algorithm: algorithm_base.Algorithm, clients_per_round: int | None = None
+) -> tff.learning.templates.LearningProcess:
+  """The algorithm as a `tff.learning.templates.LearningProcess`.
+
+  Its `next(state, client_data)` takes one `tf.data.Dataset` per client with a single element,
+  an OrderedDict of the client's example tensors plus `core.seeds.SEED_KEY` (int64[2]) and, for
+  stateful algorithms, `client_state`, `client_state_present` and `position` (its index in the
+  round). Metrics: `client_work/train` (the model's metrics), `client_work/client_stats`,
+  `finalizer/update_non_finite`, and `client_states` for stateful algorithms.
+
+  Args:
+    algorithm: an `Algorithm`.
+    clients_per_round: the number of clients of every round; required for stateful algorithms
+      (the size of the gathered client states).
+  """
+  if fits_templates(algorithm):
+    return _composed_process(algorithm)
+  return _handwritten_process(algorithm, clients_per_round)
+
+
+class TffEngine(base.Engine):
+  """Runs rounds through a LearningProcess on the current TFF execution context."""
+
+  def __init__(self, algorithm: algorithm_base.Algorithm, clients_per_round: int | None = None):
+    super().__init__(algorithm)
+    self.process = build_learning_process(algorithm, clients_per_round)
+
+  def initialize(self, initial_weights):
+    return self.process.set_model_weights(self.process.initialize(), initial_weights)
+
+  def next(self, state, clients: Sequence[base.RoundClient]) -> base.RoundResult:
+    datasets = []
+    specs = None
+    for position, client in enumerate(clients):
+      element = collections.OrderedDict(client.features)
+      element[seeds.SEED_KEY] = np.asarray(client.seed, np.int64)
+      if self.algorithm.stateful_clients:
+        if specs is None:
+          specs = [np.asarray(w) for w in self.model_weights(state).trainable]
+        present = client.state is not None
+        element[STATE_KEY] = tuple(
+          np.asarray(s, np.float32)
+          for s in (client.state if present else [np.zeros_like(w) for w in specs])
+        )
+        element[STATE_PRESENT_KEY] = np.bool_(present)
+        element[POSITION_KEY] = np.int32(position)
+      datasets.append(tf.data.Dataset.from_tensors(element))
+    output = self.process.next(state, datasets)
+    metrics = output.metrics
+    row = base.flat_metrics(
+      metrics['client_work']['train'],
+      metrics['client_work']['client_stats'],
+      metrics['finalizer']['update_non_finite'],
+    )
+    client_states = None
+    if self.algorithm.stateful_clients:
+      leaves = [np.asarray(a) for a in tf.nest.flatten(metrics['client_states'])]
+      client_states = [[leaf[i] for leaf in leaves] for i in range(len(clients))]
+    return base.RoundResult(output.state, row, client_states)
+
+  def model_weights(self, state):
+    weights = self.process.get_model_weights(state)
+    return tff.learning.models.ModelWeights(
+      [np.asarray(w) for w in weights.trainable], [np.asarray(w) for w in weights.non_trainable]
+    )

@@ -1,0 +1,1 @@
+"""The training loop: rounds, client state, outputs, evaluation, sampling."""

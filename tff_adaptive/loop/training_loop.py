@@ -1,0 +1,194 @@
+"""The shared training loop: sample, run a round on an engine, evaluate, release, checkpoint.
+
+One loop for every algorithm, task and engine. It speaks to the engine only through the round
+protocol of `tff_adaptive.engines.base` (clients in, flat metrics and client states out).
+Outputs under <root_output_dir>/<experiment_name>/:
+
+* hparams.json: the full configuration (`outputs.check_or_write_hparams`);
+* metrics.csv: one row per round (round_num, train_*, client_*, eval_*, eval_client_*),
+  written atomically through `tff.program.CSVFileReleaseManager` (WRITE mode: temp + rename);
+* tensorboard/: the same metrics through `tff.program.TensorBoardReleaseManager`;
+* checkpoints/: the engine's server state through `tff.program.FileProgramStateManager`;
+* client_states/: stateful algorithms' per-client states (`client_states.ClientStateStore`),
+  committed with every checkpoint so that a resume sees exactly the states of that round;
+* client_eval/round_NNNNN.csv: per-client evaluation on each client's own test data.
+
+Randomness is a function of (seed, round): client sampling (`sampling`) and each client's seed
+(`core.seeds.client_seed`). Resuming from the checkpoint of round r reproduces rounds r+1..
+exactly.
+"""
+
+import asyncio
+import collections
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+import dataclasses
+import math
+import os
+import sys
+import time
+from typing import TextIO
+
+import numpy as np
+import tensorflow_federated as tff
+
+from tff_adaptive.core import seeds
+from tff_adaptive.engines import base as engine_base
+from tff_adaptive.loop import client_states
+from tff_adaptive.loop import evaluation
+from tff_adaptive.loop import outputs
+
+
+class DivergenceError(RuntimeError):
+  """Training produced a non-finite loss, update or model in a round."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+  """Round bookkeeping of a run.
+
+  Attributes:
+    total_rounds: rounds to train, >= 1.
+    rounds_per_eval: evaluate every this many rounds (and after the last), >= 1.
+    rounds_per_checkpoint: checkpoint every this many rounds (and after the last), >= 1.
+    seed: the run's seed (client seeds).
+    output_dir: the experiment directory.
+  """
+
+  total_rounds: int
+  rounds_per_eval: int
+  rounds_per_checkpoint: int
+  seed: int
+  output_dir: str
+
+
+def _flatten(prefix: str, metrics: Mapping[str, float]) -> collections.OrderedDict:
+  return collections.OrderedDict((f'{prefix}_{k}', float(v)) for k, v in metrics.items())
+
+
+def _all_finite(arrays) -> bool:
+  return all(np.all(np.isfinite(np.asarray(x))) for x in arrays)
+
+
+def _progress_fields(row: Mapping[str, float]) -> str:
+  return ' '.join(
+    f'{k}={v:.4g}'
+    for k, v in row.items()
+    if k in ('train_loss', 'train_accuracy', 'eval_client_accuracy_worst30')
+    or (k.startswith('eval_') and not k.startswith('eval_client_'))
+  )
+
+
+def run_training(
+  engine: engine_base.Engine,
+  initial_weights: tff.learning.models.ModelWeights,
+  train_clients: Mapping[str, Mapping[str, np.ndarray]],
+  sampler: Callable[[int], list[str]],
+  evaluator: evaluation.Evaluator,
+  validation_data: Callable[[int], Mapping[str, np.ndarray]],
+  client_test: Mapping[str, Mapping[str, np.ndarray]] | None,
+  config: LoopConfig,
+  final_test: Callable[[], Iterable[Mapping[str, np.ndarray]]] | None = None,
+  log: TextIO = sys.stdout,
+) -> collections.OrderedDict:
+  """Trains with `engine` for config.total_rounds, resuming from the latest checkpoint if any.
+
+  Evaluation rounds evaluate the global model on `validation_data(round_num)` (eval_*), e.g.
+  the full test split, or Reddi et al.'s seeded 10,000-example sample for Stack Overflow, and
+  on each client of `client_test` (eval_client_*). After the last round, `final_test` (the
+  full test split in chunks), if given, is evaluated too (eval_final_*).
+
+  Returns:
+    The metrics of the last round (including its evaluation).
+
+  Raises:
+    DivergenceError: a round produced a non-finite loss, update or model; everything
+      written before that round stays as it was.
+  """
+  output_dir = config.output_dir
+  state_manager = tff.program.FileProgramStateManager(
+    os.path.join(output_dir, 'checkpoints'), keep_total=2, keep_first=False
+  )
+  csv_manager = tff.program.CSVFileReleaseManager(
+    os.path.join(output_dir, 'metrics.csv'),
+    save_mode=tff.program.CSVSaveMode.WRITE,
+    key_fieldname='round_num',
+  )
+  tb_manager = tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard'))
+
+  initial_state = engine.initialize(initial_weights)
+  state, start_round = asyncio.run(state_manager.load_latest(initial_state))
+  if state is None:
+    state, start_round = initial_state, 0
+  else:
+    print(f'Resuming {output_dir} after round {start_round}', file=log, flush=True)
+  store = None
+  if engine.algorithm.stateful_clients:
+    store = client_states.ClientStateStore(os.path.join(output_dir, 'client_states'))
+    store.restore(start_round)
+  client_index = {cid: i for i, cid in enumerate(train_clients)}
+  population = len(client_index)
+
+  row = collections.OrderedDict()
+  round_times = []
+  for round_num in range(start_round + 1, config.total_rounds + 1):
+    started = time.perf_counter()
+    sampled = sampler(round_num)
+    clients = [
+      engine_base.RoundClient(
+        cid,
+        train_clients[cid],
+        seeds.client_seed(config.seed, round_num, client_index[cid], population),
+        store.get(cid) if store is not None else None,
+      )
+      for cid in sampled
+    ]
+    result = engine.next(state, clients)
+    row = collections.OrderedDict(result.metrics)
+    new_weights = engine.model_weights(result.state)
+    diverged = (
+      not math.isfinite(row['train_loss'])
+      or row['train_update_non_finite'] > 0
+      or not _all_finite(new_weights.trainable)
+    )
+    if diverged:
+      asyncio.run(csv_manager.release(row, round_num))
+      raise DivergenceError(
+        f'training diverged in round {round_num} (train_loss={row["train_loss"]}); '
+        f'checkpoints and metrics up to round {round_num - 1} are intact in {output_dir}; '
+        'try a smaller learning rate'
+      )
+    state = result.state
+    if store is not None:
+      for cid, client_state in zip(sampled, result.client_states):
+        store.put(cid, client_state, round_num)
+    last = round_num == config.total_rounds
+    if round_num % config.rounds_per_eval == 0 or last:
+      # A finite model can still have infinite losses (e.g. after a huge server step): they
+      # are recorded as inf/nan, without numpy's RuntimeWarnings on stderr.
+      with np.errstate(over='ignore', invalid='ignore'):
+        row.update(_flatten('eval', evaluator.evaluate(new_weights, validation_data(round_num))))
+        if last and final_test is not None:
+          row.update(_flatten('eval_final', evaluator.evaluate_chunks(new_weights, final_test())))
+        if client_test is not None:
+          summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
+          row.update(_flatten('eval_client', summary))
+          outputs.write_client_eval(output_dir, round_num, per_client)
+    round_times.append(time.perf_counter() - started)
+    row['seconds_per_round'] = round_times[-1]
+    asyncio.run(csv_manager.release(row, round_num))
+    asyncio.run(tb_manager.release(row, round_num))
+    if round_num % config.rounds_per_checkpoint == 0 or last:
+      if store is not None:
+        store.commit(round_num)  # before the checkpoint: every checkpoint has its snapshot
+      asyncio.run(state_manager.save(state, round_num))
+    recent = float(np.median(round_times[-20:]))
+    eta = recent * (config.total_rounds - round_num)
+    print(
+      f'round {round_num}/{config.total_rounds} {_progress_fields(row)} '
+      f'{round_times[-1]:.2f}s/round eta {eta:.0f}s',
+      file=log,
+      flush=True,
+    )
+  return row
