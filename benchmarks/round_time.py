@@ -311,7 +311,7 @@ def check_equivalence() -> list[str]:
     f'{out_inprocess.metrics["train_loss"]:.6f}, tff same order {tff_loss:.6f}'
   )
   ok = (
-    diffs['ours vs inprocess, same seeds:    '] < 1e-5 * moved
+    diffs['ours vs inprocess, same seeds:    '] < 1e-3 * moved
     and diffs['ours vs inprocess + XLA steps:    '] < 1e-2 * moved
     and diffs['ours vs tff, same batch order:    '] < 1e-2 * moved
     and diffs['floor vs tff, both unshuffled:    '] < 1e-2 * moved
