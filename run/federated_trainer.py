@@ -29,6 +29,7 @@ from tff_adaptive import engines
 # runtime's atexit hook also stops TFF's import-time context cleanly when a bad flag exits
 # early (otherwise TFF prints "Exception ignored ... 'Popen'").
 from tff_adaptive import runtime
+from tff_adaptive.loop import client_states
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import outputs
 from tff_adaptive.loop import sampling
@@ -96,7 +97,7 @@ def main(argv):
         engines.EngineOptions(
           clients_per_round=config.clients_per_round,
           device=config.runtime.device,
-          jit_compile=config.runtime.xla,
+          jit_compile=config.xla,
         ),
       )
       final = training_loop.run_training(
@@ -121,6 +122,12 @@ def main(argv):
   except (datasets.DataNotFoundError, datasets.DataFormatError) as e:
     # Clients load lazily: a damaged client surfaces in the round that samples it.
     _fail(f'{e}; checkpoints and metrics written so far are intact in {output_dir}', 2)
+  except client_states.ClientStateError as e:
+    _fail(
+      f'{e}; the stored client states of {output_dir} are damaged: delete that directory (or '
+      'its client_states/ and checkpoints/) to start over',
+      2,
+    )
   except KeyboardInterrupt:
     _fail(
       f'interrupted; rerun the same command to resume from the last checkpoint in {output_dir}',

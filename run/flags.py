@@ -98,7 +98,8 @@ flags.DEFINE_string(
   'experiment_name',
   None,
   'Experiment directory name (default: <task>_<server_optimizer>_seed<seed>, with '
-  '_<algorithm> after the task for algorithms other than fedopt).',
+  '_<algorithm> after the task for algorithms other than fedopt and _<engine> at the end for '
+  'engines other than tff).',
 )
 flags.DEFINE_string(
   'client_sampler',
@@ -118,12 +119,16 @@ FLAGS = flags.FLAGS
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeConfig:
-  """Settings that do not change a run's trajectory (recorded, not fingerprinted)."""
+  """Settings a resumed run may change (recorded, not fingerprinted).
+
+  Evaluation and checkpoint cadence do not touch the trajectory. The device does not change the
+  algorithm, but another device (CPU vs GPU) may round differently, so a run resumed on another
+  device is not bitwise the uninterrupted one.
+  """
 
   rounds_per_eval: int = 10
   rounds_per_checkpoint: int = 50
   device: str | None = None
-  xla: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +145,7 @@ class ExperimentConfig:
   total_rounds: int
   seed: int
   client_sampler: str = 'tff'
+  xla: bool = False
   runtime: RuntimeConfig = RuntimeConfig()
 
 
@@ -165,6 +171,7 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
     'total_rounds': config.total_rounds,
     'seed': config.seed,
     'client_sampler': config.client_sampler,
+    'xla': config.xla,
     'runtime': dataclasses.asdict(config.runtime),
   }
 
@@ -279,17 +286,22 @@ def experiment_config_from_flags() -> ExperimentConfig:
     total_rounds=total_rounds,
     seed=FLAGS.seed,
     client_sampler=FLAGS.client_sampler,
+    xla=FLAGS.xla,
     runtime=RuntimeConfig(
       rounds_per_eval=FLAGS.rounds_per_eval,
       rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
       device=FLAGS.device,
-      xla=FLAGS.xla,
     ),
   )
 
 
 def experiment_name(config: ExperimentConfig) -> str:
+  """<task>[_<algorithm>]_<server optimizer>_seed<seed>[_<engine>] unless --experiment_name.
+
+  The algorithm is omitted for fedopt and the engine for tff (the defaults).
+  """
   algorithm = '' if config.algorithm == 'fedopt' else f'_{config.algorithm}'
+  engine = '' if config.engine == 'tff' else f'_{config.engine}'
   return FLAGS.experiment_name or (
-    f'{config.task.name}{algorithm}_{config.server.name}_seed{config.seed}'
+    f'{config.task.name}{algorithm}_{config.server.name}_seed{config.seed}{engine}'
   )

@@ -13,15 +13,9 @@ a context (e.g. `model.fit`) they behave like their Keras counterparts with stat
 import tensorflow as tf
 
 from tff_adaptive.core import seeds
+from tff_adaptive.core.validation import check_int
 
-__all__ = ['CifarPreprocessing', 'StatelessDropout', 'check_int']
-
-
-def check_int(name: str, value, low: int) -> int:
-  """`value` if it is an int >= low (bools excluded); else ValueError naming `name`."""
-  if isinstance(value, bool) or not isinstance(value, int) or value < low:
-    raise ValueError(f'{name}={value!r} is invalid; expected an integer >= {low}')
-  return value
+__all__ = ['CifarPreprocessing', 'StatelessDropout']
 
 
 class StatelessDropout(tf.keras.layers.Layer):

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from tasks.layers import CifarPreprocessing
-from tasks.layers import check_int
+from tff_adaptive.core.validation import check_int
 
 __all__ = [
   'DropMask',

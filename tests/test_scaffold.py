@@ -216,3 +216,48 @@ def test_tff_engine_needs_clients_per_round_for_stateful_clients():
   )
   with pytest.raises(ValueError, match='clients_per_round'):
     engines.build_learning_process(algorithm)
+
+
+def _extra(engine_name, state):
+  """SCAFFOLD's server control variate c in either engine's state."""
+  extra = state['extra'] if engine_name == 'inprocess' else state.client_work['extra']
+  return [np.asarray(c) for c in extra]
+
+
+@pytest.mark.parametrize('engine', ENGINES)
+def test_a_rejected_round_keeps_the_model_and_the_control_variate(engine):
+  """A non-finite update rejects the whole server step: x, the optimizer and c stay."""
+  clients, w0 = _softmax_clients(), _w0()
+  algorithm = algorithms.build_scaffold(
+    _softmax_model_fn,
+    _client_config(0.2, 1),
+    optimizers.build_fedavgm(0.5, 0.9),
+    num_clients=len(SIZES),
+  )
+  eng = engines.build_engine(engine, algorithm, engines.EngineOptions(clients_per_round=2))
+  state = eng.initialize(tff.learning.models.ModelWeights(list(w0), []))
+  first = eng.next(state, [engines.RoundClient(str(i), clients[i], _seed(1, i)) for i in (0, 1)])
+  poisoned = collections.OrderedDict(clients[3])
+  poisoned['x'] = np.full_like(poisoned['x'], np.nan)
+  rejected = eng.next(
+    first.state,
+    [
+      engines.RoundClient('2', clients[2], _seed(2, 2)),
+      engines.RoundClient('3', poisoned, _seed(2, 3)),
+    ],
+  )
+  assert rejected.metrics['train_update_non_finite'] == 1.0
+  for a, b in zip(
+    eng.model_weights(first.state).trainable, eng.model_weights(rejected.state).trainable
+  ):
+    np.testing.assert_array_equal(a, b)
+  c_before, c_after = _extra(engine, first.state), _extra(engine, rejected.state)
+  assert max(np.abs(c).max() for c in c_before) > 0  # c moved in round 1
+  for a, b in zip(c_before, c_after):
+    np.testing.assert_array_equal(a, b)
+  # The next round trains normally from the kept state.
+  after = eng.next(
+    rejected.state, [engines.RoundClient(str(i), clients[i], _seed(3, i)) for i in (4, 5)]
+  )
+  assert after.metrics['train_update_non_finite'] == 0.0
+  assert all(np.all(np.isfinite(w)) for w in eng.model_weights(after.state).trainable)

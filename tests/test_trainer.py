@@ -288,7 +288,7 @@ _SMOKE = [
     'synthetic',
     'adam',
     ['--engine=inprocess', '--xla'],
-    {'engine': 'inprocess', 'runtime.xla': True},
+    {'engine': 'inprocess', 'xla': True},
   ),
   (
     'synthetic',
@@ -328,7 +328,8 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
   )  # a later flag wins
   assert trainer.stderr_lines == [], trainer.report()
   algorithm = '_scaffold' if '--algorithm=scaffold' in extra else ''
-  experiment = tmp_path / f'{task}{algorithm}_{optimizer}_seed1'
+  engine = '_inprocess' if '--engine=inprocess' in extra else ''
+  experiment = tmp_path / f'{task}{algorithm}_{optimizer}_seed1{engine}'
   rounds_per_eval = 3 if '--rounds_per_eval=3' in extra else 2
   eval_rounds = [
     k for k in range(1, _SMOKE_ROUNDS + 1) if k % rounds_per_eval == 0 or k == _SMOKE_ROUNDS
@@ -424,7 +425,7 @@ def test_different_seed_gives_different_train_loss(run_a, tmp_path):
 _RESUME_VARIANTS = {
   # name: (extra flags on top of run A's, experiment directory name)
   'fedopt-tff': ([], _RUN_A_NAME),
-  'fedopt-inprocess': (['--engine=inprocess'], _RUN_A_NAME),
+  'fedopt-inprocess': (['--engine=inprocess'], f'{_RUN_A_NAME}_inprocess'),
   'scaffold-tff': (
     ['--algorithm=scaffold', '--server_optimizer=sgd', '--server_learning_rate=1'],
     'synthetic_scaffold_sgd_seed1',
@@ -436,7 +437,7 @@ _RESUME_VARIANTS = {
       '--server_learning_rate=1',
       '--engine=inprocess',
     ],
-    'synthetic_scaffold_sgd_seed1',
+    'synthetic_scaffold_sgd_seed1_inprocess',
   ),
 }
 
@@ -660,7 +661,7 @@ def test_divergence_exits_3_and_keeps_earlier_rounds(run_a, tmp_path, engine):
   # Round 1 trains the initial model (finite); its server step of 1e36 * update makes the
   # round-2 logits overflow float32.
   args = [*_DIVERGING, f'--engine={engine}', f'--root_output_dir={tmp_path}']
-  experiment = tmp_path / 'synthetic_sgd_seed1'
+  experiment = tmp_path / ('synthetic_sgd_seed1' + ('' if engine == 'tff' else '_inprocess'))
   trainer = run_trainer(args, expect_rc=3)
   [line] = trainer.stderr_lines
   assert 'diverged in round 2' in line and 'learning rate' in line, line

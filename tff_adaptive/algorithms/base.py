@@ -11,9 +11,11 @@ function in this process (CPU or GPU). Round t, model x_t, sampled clients S:
    w_i, per-client statistics, extras for the server, and its new state (stateful algorithms);
 3. aggregation: g_t = the `UpdateAggregation` of (u_i, w_i) (weighted mean by default), extras
    averaged with the same weights, statistics summarised as mean/min/max over clients;
-4. server update: x_{t+1} = ServerOpt(x_t, g_t) (a `tff.learning.optimizers.Optimizer`; a
-   non-finite g_t is rejected and x_t kept, as TFF's finalizer does), then
-   `server_extra_update(server_extra, mean extras, |S|)`.
+4. server update: x_{t+1} = ServerOpt(x_t, g_t) (a `tff.learning.optimizers.Optimizer`), then
+   `server_extra_update(server_extra, mean extras, |S|)`. A non-finite g_t rejects the round's
+   server update: x_t, the optimizer state and the extra server state are kept, as TFF's
+   finalizer keeps the model and optimizer state (`apply_server_optimizer`,
+   `Algorithm.next_server_extra`).
 
 Stateful algorithms (`stateful_clients = True`) receive each client's stored state, or
 `initial_client_state(broadcast)` for a client sampled for the first time, and return the new
@@ -33,6 +35,7 @@ import tensorflow_federated as tff
 from tff_adaptive import aggregators
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
+from tff_adaptive.core import validation
 from tff_adaptive.optimizers import client as client_optimizers
 from tff_adaptive.optimizers import schedules
 
@@ -76,10 +79,8 @@ class ClientTrainingConfig:
   lr_schedule: schedules.ScheduleConfig = schedules.ScheduleConfig()
 
   def __post_init__(self):
-    for name in ('epochs', 'batch_size'):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f'client {name} must be an integer >= 1, got {value!r}')
+    validation.check_int('client epochs', self.epochs, 1)
+    validation.check_int('client batch_size', self.batch_size, 1)
 
 
 class Algorithm(abc.ABC):
@@ -144,6 +145,28 @@ class Algorithm(abc.ABC):
     """The extra server state after a round, from the clients' weighted-mean extras."""
     del extras_mean, num_clients
     return server_extra
+
+  def next_server_extra(
+    self, server_extra: Any, extras_mean: Any, num_clients: tf.Tensor, update_non_finite: tf.Tensor
+  ) -> Any:
+    """`server_extra_update`, or `server_extra` unchanged when the round was rejected."""
+    updated = self.server_extra_update(server_extra, extras_mean, num_clients)
+    rejected = tf.cast(update_non_finite, tf.bool)
+    return tf.nest.map_structure(
+      lambda new, old: tf.where(rejected, old, new), updated, server_extra
+    )
+
+  @property
+  def fits_templates(self) -> bool:
+    """Whether the algorithm is TFF's four template parts: no extra server or client state.
+
+    True unless clients keep state or the class overrides any extra-server-state method.
+    """
+    own = type(self)
+    return not self.stateful_clients and all(
+      getattr(own, name) is getattr(Algorithm, name)
+      for name in ('server_extra_init', 'client_broadcast', 'server_extra_update')
+    )
 
   # -- Clients. --------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import tensorflow_federated as tff
 from tff_adaptive.algorithms import base
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
+from tff_adaptive.core import validation
 
 
 class Scaffold(base.Algorithm):
@@ -41,8 +42,7 @@ class Scaffold(base.Algorithm):
 
   def __init__(self, *args: Any, num_clients: int, **kwargs: Any):
     """As `base.Algorithm`, plus num_clients: N, the size of the client population (>= 1)."""
-    if isinstance(num_clients, bool) or not isinstance(num_clients, int) or num_clients < 1:
-      raise ValueError(f'num_clients must be an integer >= 1, got {num_clients!r}')
+    validation.check_int('num_clients', num_clients, 1)
     super().__init__(*args, **kwargs)
     self.num_clients = num_clients
 
@@ -69,6 +69,9 @@ class Scaffold(base.Algorithm):
     _, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
     k_eta = tf.cast(num_steps, tf.float32) * tf.cast(learning_rate, tf.float32)
     c_i_new = tree.add(tree.sub(c_i, c), tree.divide_no_nan(tuple(update), k_eta))
+    # A client that took no step (no examples) keeps its c_i (its weight 0 leaves c alone).
+    trained = num_steps > 0
+    c_i_new = tuple(tf.where(trained, new, old) for new, old in zip(c_i_new, c_i))
     return base.ClientOutput(
       update=update,
       weight=base.example_weight(data),

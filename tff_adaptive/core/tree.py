@@ -1,13 +1,8 @@
 """Arithmetic on nests of tensors (model-shaped structures), as pure TF functions."""
 
-from collections.abc import Sequence
 from typing import Any
 
 import tensorflow as tf
-
-
-def zeros_like(tree: Any) -> Any:
-  return tf.nest.map_structure(tf.zeros_like, tree)
 
 
 def add(a: Any, b: Any) -> Any:
@@ -16,10 +11,6 @@ def add(a: Any, b: Any) -> Any:
 
 def sub(a: Any, b: Any) -> Any:
   return tf.nest.map_structure(tf.subtract, a, b)
-
-
-def scale(tree: Any, factor: tf.Tensor) -> Any:
-  return tf.nest.map_structure(lambda t: t * tf.cast(factor, t.dtype), tree)
 
 
 def add_scaled(acc: Any, tree: Any, factor: tf.Tensor) -> Any:
@@ -32,20 +23,6 @@ def divide_no_nan(tree: Any, denominator: tf.Tensor) -> Any:
   return tf.nest.map_structure(
     lambda t: tf.math.divide_no_nan(t, tf.cast(denominator, t.dtype)), tree
   )
-
-
-def weighted_mean(trees: Sequence[Any], weights: Sequence[tf.Tensor]) -> Any:
-  """sum_i w_i x_i / sum_i w_i, in the order given (0 if every weight is 0)."""
-  total = tf.add_n([tf.cast(w, tf.float32) for w in weights])
-  acc = zeros_like(trees[0])
-  for tree, w in zip(trees, weights):
-    acc = add_scaled(acc, tree, w)
-  return divide_no_nan(acc, total)
-
-
-def global_norm(tree: Any) -> tf.Tensor:
-  """||x||_2 over every leaf of the nest."""
-  return tf.linalg.global_norm(tf.nest.flatten(tree))
 
 
 def all_finite(tree: Any) -> tf.Tensor:

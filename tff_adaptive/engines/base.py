@@ -13,7 +13,6 @@ from typing import Any
 from typing import NamedTuple
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base as algorithm_base
@@ -72,9 +71,6 @@ class Engine(abc.ABC):
   def model_weights(self, state: Any) -> tff.learning.models.ModelWeights:
     """The global model of `state`, as NumPy arrays."""
 
-  def close(self) -> None:
-    """Releases the engine's resources (e.g. a TFF worker)."""
-
 
 def flat_metrics(train: Any, client_stats: Any, update_non_finite: Any) -> collections.OrderedDict:
   """The loop's flat metric names from the three groups every engine computes."""
@@ -82,14 +78,3 @@ def flat_metrics(train: Any, client_stats: Any, update_non_finite: Any) -> colle
   row['train_update_non_finite'] = float(update_non_finite)
   row.update((f'client_{k}', float(v)) for k, v in client_stats.items())
   return row
-
-
-def stats_summary_names(stats: Any) -> list[str]:
-  """`<name>_mean`, `<name>_min`, `<name>_max` for each per-client statistic."""
-  return [f'{k}_{s}' for k in stats for s in ('mean', 'min', 'max')]
-
-
-def trainable_specs(weights: tff.learning.models.ModelWeights) -> tuple[tf.TensorSpec, ...]:
-  return tuple(
-    tf.TensorSpec(np.shape(w), tf.as_dtype(np.asarray(w).dtype)) for w in weights.trainable
-  )

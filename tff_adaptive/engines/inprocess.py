@@ -246,8 +246,8 @@ class InProcessEngine(base.Engine):
       model=tff.learning.models.ModelWeights(tuple(trainable), tuple(x_t.non_trainable)),
       optimizer=opt_state,
       client_round=state['client_round'] + 1,
-      extra=alg.server_extra_update(
-        state['extra'], tree.divide_no_nan(extras_sum, weight_sum), num_clients
+      extra=alg.next_server_extra(
+        state['extra'], tree.divide_no_nan(extras_sum, weight_sum), num_clients, non_finite
       ),
     )
     stats = collections.OrderedDict()

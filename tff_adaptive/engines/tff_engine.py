@@ -67,8 +67,11 @@ def _split(element: collections.OrderedDict):
 
 def _summarize_stats(stats):
   """{name}@CLIENTS -> OrderedDict(name_mean, name_min, name_max)@SERVER (unweighted)."""
+  names = tff.structure.name_list(stats.type_signature.member)
+  if not names:
+    return tff.federated_value(collections.OrderedDict(), tff.SERVER)
   summary = collections.OrderedDict()
-  for name in tff.structure.name_list(stats.type_signature.member):
+  for name in names:
     value = stats[name]
     summary[f'{name}_mean'] = tff.federated_mean(value)
     summary[f'{name}_min'] = tff.federated_min(value)
@@ -99,11 +102,8 @@ def _server_update_fn(algorithm, weights_type):
     new_state, new_trainable, non_finite = algorithm_base.apply_server_optimizer(
       algorithm.server_optimizer, opt_state, weights.trainable, update
     )
-    return (
-      new_state,
-      tff.learning.models.ModelWeights(new_trainable, weights.non_trainable),
-      (non_finite),
-    )
+    new_weights = tff.learning.models.ModelWeights(new_trainable, weights.non_trainable)
+    return new_state, new_weights, non_finite
 
   return init_optimizer, server_update
 
@@ -272,11 +272,13 @@ def _handwritten_process(
 
   extras_type = client_update.type_signature.result[0]['extras']
 
-  @tff.tensorflow.computation(client_work_type, extras_type, np.int32)
-  def server_extra(client_work, extras_mean, num_clients):
+  @tff.tensorflow.computation(client_work_type, extras_type, np.int32, np.int32)
+  def server_extra(client_work, extras_mean, num_clients, update_non_finite):
     return collections.OrderedDict(
       round_num=client_work['round_num'] + 1,
-      extra=algorithm.server_extra_update(client_work['extra'], extras_mean, num_clients),
+      extra=algorithm.next_server_extra(
+        client_work['extra'], extras_mean, num_clients, update_non_finite
+      ),
     )
 
   @tff.tensorflow.computation
@@ -328,7 +330,9 @@ def _handwritten_process(
     new_state = tff.learning.templates.LearningAlgorithmState(
       global_model_weights=new_weights,
       distributor=state.distributor,
-      client_work=tff.federated_map(server_extra, (state.client_work, extras_mean, num_clients)),
+      client_work=tff.federated_map(
+        server_extra, (state.client_work, extras_mean, num_clients, non_finite)
+      ),
       aggregator=aggregated.state,
       finalizer=opt_state,
     )
@@ -357,14 +361,6 @@ def _handwritten_process(
   )
 
 
-def fits_templates(algorithm: algorithm_base.Algorithm) -> bool:
-  """Whether the algorithm is TFF's four template parts (no extra server or client state)."""
-  if algorithm.stateful_clients:
-    return False
-  with tf.Graph().as_default():
-    return algorithm.server_extra_init(()) == ()
-
-
 def build_learning_process(
   algorithm: algorithm_base.Algorithm, clients_per_round: int | None = None
 ) -> tff.learning.templates.LearningProcess:
@@ -381,7 +377,7 @@ def build_learning_process(
     clients_per_round: the number of clients of every round; required for stateful algorithms
       (the size of the gathered client states).
   """
-  if fits_templates(algorithm):
+  if algorithm.fits_templates:
     return _composed_process(algorithm)
   return _handwritten_process(algorithm, clients_per_round)
 
@@ -392,23 +388,24 @@ class TffEngine(base.Engine):
   def __init__(self, algorithm: algorithm_base.Algorithm, clients_per_round: int | None = None):
     super().__init__(algorithm)
     self.process = build_learning_process(algorithm, clients_per_round)
+    weights_type, _, _ = _model_types(algorithm)
+    self._state_specs = tuple(tff.types.type_to_tf_tensor_specs(weights_type.trainable))
 
   def initialize(self, initial_weights):
     return self.process.set_model_weights(self.process.initialize(), initial_weights)
 
   def next(self, state, clients: Sequence[base.RoundClient]) -> base.RoundResult:
     datasets = []
-    specs = None
     for position, client in enumerate(clients):
       element = collections.OrderedDict(client.features)
       element[seeds.SEED_KEY] = np.asarray(client.seed, np.int64)
       if self.algorithm.stateful_clients:
-        if specs is None:
-          specs = [np.asarray(w) for w in self.model_weights(state).trainable]
         present = client.state is not None
         element[STATE_KEY] = tuple(
-          np.asarray(s, np.float32)
-          for s in (client.state if present else [np.zeros_like(w) for w in specs])
+          np.asarray(client.state[i], s.dtype.as_numpy_dtype)
+          if present
+          else np.zeros(s.shape, s.dtype.as_numpy_dtype)
+          for i, s in enumerate(self._state_specs)
         )
         element[STATE_PRESENT_KEY] = np.bool_(present)
         element[POSITION_KEY] = np.int32(position)

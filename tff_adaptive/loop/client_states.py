@@ -58,7 +58,7 @@ import zipfile
 
 import numpy as np
 
-__all__ = ['ClientStateStore']
+__all__ = ['ClientStateError', 'ClientStateStore']
 
 _FORMAT = 'tff_adaptive.client_states/1'
 _VERSIONS_DIR = 'versions'
@@ -112,6 +112,10 @@ def _remove(path: str) -> None:
     os.remove(path)
   except FileNotFoundError:
     pass
+
+
+class ClientStateError(ValueError):
+  """The stored client states cannot be read: a missing, truncated or corrupt file."""
 
 
 class ClientStateStore:
@@ -251,7 +255,9 @@ class ClientStateStore:
         raise ValueError(f'client rounds must be ints in [1, {round_num}]')
       return clients
     except (OSError, ValueError, KeyError, TypeError) as e:
-      raise ValueError(f'Corrupt client-state index snapshot {path}: {_one_line(e)}') from None
+      raise ClientStateError(
+        f'Corrupt client-state index snapshot {path}: {_one_line(e)}'
+      ) from None
 
   def restore(self, round_num: int) -> None:
     """Makes the store what it was at the commit of `round_num` (0: empty), discarding later work.
@@ -270,7 +276,7 @@ class ClientStateStore:
     if round_num == 0:
       live = {}
     elif round_num not in snapshots:
-      raise ValueError(
+      raise ClientStateError(
         f'No client-state index snapshot of round {round_num} in {self._index_dir}; '
         f'rounds available: {sorted(snapshots) or "none"} (the last {self._keep_commits} '
         'commits are kept)'
@@ -301,7 +307,7 @@ class ClientStateStore:
             versions[cid].append(version_round)
     for cid, version_round in live.items():
       if version_round not in versions.get(cid, ()):
-        raise ValueError(
+        raise ClientStateError(
           f'Missing client-state file {self._version_path(cid, version_round)} (client '
           f'{cid!r}) referred to by {snapshots[round_num]}'
         )
@@ -356,7 +362,7 @@ class ClientStateStore:
             raise ValueError(f'unexpected members {names[:5]}')
           leaves = tuple(npz[name] for name in names)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
-      raise ValueError(f'Corrupt client-state file {path}: {_one_line(e)}') from None
+      raise ClientStateError(f'Corrupt client-state file {path}: {_one_line(e)}') from None
     for leaf in leaves:
       leaf.flags.writeable = False
     return leaves

@@ -39,6 +39,10 @@ from tff_adaptive.loop import client_states
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import outputs
 
+# Checkpoints kept; the client-state store keeps the same number of snapshots, so that every
+# kept checkpoint can be resumed with its client states.
+KEEP_CHECKPOINTS = 2
+
 
 class DivergenceError(RuntimeError):
   """Training produced a non-finite loss, update or model in a round."""
@@ -108,7 +112,7 @@ def run_training(
   """
   output_dir = config.output_dir
   state_manager = tff.program.FileProgramStateManager(
-    os.path.join(output_dir, 'checkpoints'), keep_total=2, keep_first=False
+    os.path.join(output_dir, 'checkpoints'), keep_total=KEEP_CHECKPOINTS, keep_first=False
   )
   csv_manager = tff.program.CSVFileReleaseManager(
     os.path.join(output_dir, 'metrics.csv'),
@@ -125,7 +129,9 @@ def run_training(
     print(f'Resuming {output_dir} after round {start_round}', file=log, flush=True)
   store = None
   if engine.algorithm.stateful_clients:
-    store = client_states.ClientStateStore(os.path.join(output_dir, 'client_states'))
+    store = client_states.ClientStateStore(
+      os.path.join(output_dir, 'client_states'), keep_commits=KEEP_CHECKPOINTS
+    )
     store.restore(start_round)
   client_index = {cid: i for i, cid in enumerate(train_clients)}
   population = len(client_index)

@@ -418,7 +418,15 @@ def build_server_optimizer(
 
 
 def server_optimizer_record(config: ServerOptimizerConfig) -> dict[str, Any]:
-  """The config fields that shape the run (name, learning_rate and the optimizer's hparams)."""
+  """The config fields that shape the run (name, learning_rate and the optimizer's hparams).
+
+  Fields left None take the values the builder uses (beta_1: 0 for adagrad, 0.9 otherwise;
+  initial_accumulator_value: the variant's v_{-1}).
+  """
   entry = SERVER_OPTIMIZERS[config.name]
-  keys = ('name', 'learning_rate') + entry.hparams
-  return {k: getattr(config, k) for k in keys}
+  record = {k: getattr(config, k) for k in ('name', 'learning_rate') + entry.hparams}
+  if record.get('beta_1', 0.0) is None:
+    record['beta_1'] = 0.0 if config.name == 'adagrad' else 0.9
+  if 'initial_accumulator_value' in record and record['initial_accumulator_value'] is None:
+    record['initial_accumulator_value'] = _initial_v(config.variant, config.tau, None)
+  return record
