@@ -269,10 +269,20 @@ class SqlClients(Mapping):
       element = self._loader()(tf.constant(client_id))
     except tf.errors.OpError as e:
       raise self._diagnose(client_id, e) from None
+    except UnicodeDecodeError as e:
+      # TF fails to decode its own error message when it quotes the stored (binary) bytes.
+      raise DataFormatError(
+        f'{self.describe(client_id)}: its stored examples are not serialized tf.train.Example '
+        f'protos ({e.reason} at byte {e.start} of an error message quoting them)'
+      ) from None
     return collections.OrderedDict((k, v.numpy()) for k, v in element.items())
 
+  def describe(self, client_id: str) -> str:
+    """'client <id> of split <split> in <file>', for error messages."""
+    return f'client {client_id!r} of split {self._split!r} in {self._path}'
+
   def _diagnose(self, client_id: str, error: Exception) -> DataFormatError:
-    where = f'client {client_id!r} of split {self._split!r} in {self._path}'
+    where = self.describe(client_id)
     try:
       con = _connect_read_only(self._path)
       try:
@@ -342,7 +352,18 @@ class MappedClients(Mapping):
 
   def __getitem__(self, client_id: str) -> ClientArrays:
     raw = self._clients[client_id]
-    out = self._fn(client_id, raw) if self._pass_client_id else self._fn(raw)
+    try:
+      out = self._fn(client_id, raw) if self._pass_client_id else self._fn(raw)
+    except (ValueError, TypeError, IndexError, KeyError, UnicodeDecodeError) as e:
+      # The stored examples parsed but their values do not make model inputs (e.g. bytes
+      # that are not UTF-8 text, labels out of range): name the client and its file.
+      describe = getattr(self._clients, 'describe', None)
+      where = describe(client_id) if describe else f'client {client_id!r}'
+      text = str(e).strip().splitlines()
+      raise DataFormatError(
+        f'{where}: its examples do not make model inputs ({type(e).__name__}: '
+        f'{text[0] if text else ""})'
+      ) from None
     return collections.OrderedDict(out)
 
   def __repr__(self) -> str:

@@ -3,13 +3,15 @@
   python -m run.federated_trainer --task=fmnist --server_optimizer=adam
   bazel run //run:federated_trainer -- --task=synthetic --server_optimizer=yogi
 
-Exit codes: 0 done; 2 bad input (flag, data, or a different run in the experiment
-directory); 3 training diverged; 130 interrupted (rerun the same command to resume).
+Exit codes: 0 done (or already done); 2 bad input (flag, data, experiment directory held by
+another run, a different run in it, unreadable checkpoints or metrics); 3 training diverged;
+130 interrupted, 143 terminated (rerun the same command to resume).
 """
 
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -17,8 +19,12 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 from absl import logging
-import tensorflow as tf  # pylint: disable=g-import-not-at-top
-import tensorflow_federated as tff
+
+from run import tf_noise
+
+with tf_noise.filtered_import_noise():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+import tensorflow_federated as tff  # noqa: E402
 
 import datasets
 from run import flags as trainer_flags
@@ -32,6 +38,7 @@ from tff_adaptive import runtime
 from tff_adaptive.loop import client_states
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import outputs
+from tff_adaptive.loop import run_dir
 from tff_adaptive.loop import sampling
 from tff_adaptive.loop import training_loop
 from tff_adaptive.optimizers import server as server_optimizers
@@ -39,24 +46,49 @@ from tff_adaptive.optimizers import server as server_optimizers
 FLAGS = flags.FLAGS
 
 
+class Terminated(KeyboardInterrupt):
+  """SIGTERM (e.g. from a batch scheduler), handled like Ctrl-C."""
+
+
+def _on_sigterm(signum, frame):
+  del signum, frame
+  raise Terminated()
+
+
 def _fail(message: str, code: int) -> None:
   print(f'federated_trainer: error: {message}', file=sys.stderr, flush=True)
   sys.exit(code)
 
 
+def _summary(row) -> str:
+  return ', '.join(
+    f'{k}={v:.4f}'
+    for k, v in row.items()
+    if k.startswith('eval_') and not k.startswith('eval_client_') or k == 'train_loss'
+  )
+
+
 def main(argv):
   logging.set_verbosity(logging.WARNING)
+  signal.signal(signal.SIGTERM, _on_sigterm)
   if len(argv) > 1:
     _fail(f'unexpected arguments {argv[1:]}; flags look like --name=value', 2)
   try:
     config = trainer_flags.experiment_config_from_flags()
   except ValueError as e:
     _fail(str(e), 2)
+  for line in trainer_flags.ignored_flags(config):
+    print(f'federated_trainer: warning: {line} (not recorded)', file=sys.stderr, flush=True)
 
   # Under `bazel run` the working directory is the runfiles tree: resolve relative paths
   # against the directory the command was typed in.
   base_dir = os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
-  output_dir = os.path.join(base_dir, FLAGS.root_output_dir, trainer_flags.experiment_name(config))
+  try:
+    output_dir = run_dir.experiment_dir(
+      os.path.join(base_dir, FLAGS.root_output_dir), trainer_flags.experiment_name(config)
+    )
+  except run_dir.RunDirError as e:
+    _fail(str(e), 2)
   if config.task.data_dir is not None:
     config = dataclasses.replace(
       config,
@@ -67,7 +99,13 @@ def main(argv):
     sampler = sampling.build_client_sampler(
       task.client_ids, config.clients_per_round, config.seed, config.client_sampler
     )
-    outputs.check_or_write_hparams(output_dir, trainer_flags.hparams_record(config))
+    # The directory, its lock (held until this process ends), then the hparams check and first
+    # write under the lock: two trainers on one experiment cannot both run.
+    run_dir.prepare(output_dir)
+    lock = run_dir.RunLock(output_dir)  # noqa: F841  (held for the life of the process)
+    outputs.check_or_write_hparams(
+      output_dir, trainer_flags.hparams_record(config), trainer_flags.HPARAMS_HINTS
+    )
   except (datasets.DataNotFoundError, datasets.DataFormatError, ValueError) as e:
     _fail(str(e), 2)
 
@@ -116,6 +154,7 @@ def main(argv):
           output_dir=output_dir,
         ),
         final_test=task.final_test,
+        warn=sys.stderr,
       )
   except training_loop.DivergenceError as e:
     _fail(str(e), 3)
@@ -128,18 +167,36 @@ def main(argv):
       'its client_states/ and checkpoints/) to start over',
       2,
     )
+  except training_loop.ResumeError as e:
+    _fail(str(e), 2)
+  except Terminated:
+    _fail(
+      f'terminated (SIGTERM); rerun the same command to resume from the last checkpoint in '
+      f'{output_dir}',
+      143,
+    )
   except KeyboardInterrupt:
     _fail(
       f'interrupted; rerun the same command to resume from the last checkpoint in {output_dir}',
       130,
     )
-  summary = ', '.join(
-    f'{k}={v:.4f}'
-    for k, v in final.items()
-    if k.startswith('eval_') and not k.startswith('eval_client_') or k == 'train_loss'
-  )
-  print(f'done: {summary}\nresults: {output_dir}/metrics.csv', flush=True)
+  if final.finished_before:
+    print(
+      f'{output_dir} had already finished {final.rounds} rounds; its last metrics: '
+      f'{_summary(final.row)}\nresults: {output_dir}/metrics.csv',
+      flush=True,
+    )
+  else:
+    print(f'done: {_summary(final.row)}\nresults: {output_dir}/metrics.csv', flush=True)
+
+
+def _parse_flags(argv):
+  """absl's parsing, with a bad flag or value reported in one line and exit code 2."""
+  try:
+    return FLAGS(argv)
+  except flags.Error as e:
+    _fail(f'{e}; see --help', 2)
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=_parse_flags)

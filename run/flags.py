@@ -7,6 +7,7 @@ against its registry, with one message: `unknown <kind> 'x'; valid choices: ...`
 """
 
 import dataclasses
+import math
 from typing import Any
 
 from absl import flags
@@ -152,7 +153,8 @@ class ExperimentConfig:
 def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
   """hparams.json: what shaped the run; only the hyperparameters the chosen parts read.
 
-  `runtime` is recorded without being fingerprinted (`loop.outputs`).
+  `runtime` (total_rounds, evaluation and checkpoint cadence, device) is recorded without being
+  fingerprinted (`loop.outputs`).
   """
   client = config.client
   return {
@@ -168,12 +170,49 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
       'lr_schedule': schedules.schedule_record(client.lr_schedule),
     },
     'clients_per_round': config.clients_per_round,
-    'total_rounds': config.total_rounds,
     'seed': config.seed,
     'client_sampler': config.client_sampler,
     'xla': config.xla,
-    'runtime': dataclasses.asdict(config.runtime),
+    # total_rounds may grow on a rerun (extending a run) unless a schedule depends on it,
+    # in which case the schedule's record holds it too (and is fingerprinted).
+    'runtime': {'total_rounds': config.total_rounds, **dataclasses.asdict(config.runtime)},
   }
+
+
+# Why a key of hparams.json cannot change between a run and its rerun, where not obvious.
+HPARAMS_HINTS = {
+  'server_lr_schedule.total_rounds': 'step_decay depends on the total number of rounds, so a '
+  'run with it cannot be extended',
+  'client.lr_schedule.total_rounds': 'step_decay depends on the total number of rounds, so a '
+  'run with it cannot be extended',
+}
+
+
+# Optimizer flags -> the config field they set; set but unread by the chosen optimizer, they are
+# warned about (and not recorded in hparams.json).
+_SERVER_FLAG_FIELDS = {
+  'server_momentum': 'momentum',
+  'tau': 'tau',
+  'server_beta_1': 'beta_1',
+  'server_beta_2': 'beta_2',
+  'initial_accumulator_value': 'initial_accumulator_value',
+  'adaptive_variant': 'variant',
+}
+_CLIENT_FLAG_FIELDS = {'client_momentum': 'momentum'}
+
+
+def ignored_flags(config: ExperimentConfig) -> list[str]:
+  """One line per flag given on the command line that the chosen optimizers do not read."""
+  server = server_optimizers.SERVER_OPTIMIZERS[config.server.name].hparams
+  client = client_optimizers.CLIENT_OPTIMIZERS[config.client.optimizer.name].hparams
+  lines = []
+  for flag, field in _SERVER_FLAG_FIELDS.items():
+    if FLAGS[flag].present and field not in server:
+      lines.append(f'--{flag} is ignored by server optimizer {config.server.name!r}')
+  for flag, field in _CLIENT_FLAG_FIELDS.items():
+    if FLAGS[flag].present and field not in client:
+      lines.append(f'--{flag} is ignored by client optimizer {config.client.optimizer.name!r}')
+  return lines
 
 
 def _choice(name: str, value: str, valid) -> str:
@@ -208,6 +247,11 @@ def experiment_config_from_flags() -> ExperimentConfig:
   _choice('server_lr_schedule', FLAGS.server_lr_schedule, schedules.SCHEDULES)
   _choice('client_lr_schedule', FLAGS.client_lr_schedule, schedules.SCHEDULES)
   _choice('client_sampler', FLAGS.client_sampler, sampling.SAMPLING_METHODS)
+  for name in FLAGS:
+    flag = FLAGS[name]
+    if isinstance(flag.parser, flags.FloatParser) and flag.value is not None:
+      if not math.isfinite(flag.value):
+        raise ValueError(f'--{name} must be a finite number, got {flag.value}')
   for name in (
     'server_learning_rate',
     'client_learning_rate',
@@ -222,6 +266,9 @@ def experiment_config_from_flags() -> ExperimentConfig:
     'num_clients',
   ):
     _positive(name, FLAGS[name].value)
+  for name in ('synthetic_alpha', 'synthetic_beta'):
+    if FLAGS[name].value < 0:
+      raise ValueError(f'--{name} must be >= 0, got {FLAGS[name].value}')
   if FLAGS.seed < 0:
     raise ValueError(f'--seed must be >= 0, got {FLAGS.seed}')
   if FLAGS.engine != 'inprocess' and (FLAGS.device is not None or FLAGS.xla):

@@ -591,3 +591,39 @@ def test_fetch_cli(data_dir, tmp_path, capsys):
     'fetch: error: --dataset=mnist is not one of emnist, shakespeare, '
     'stackoverflow, cifar100, stackoverflow_counts\n'
   )
+
+
+def test_garbage_example_bytes_name_the_client_and_file(data_dir, tmp_path):
+  """Stored bytes that are not tf.train.Example protos: one DataFormatError, no decode error."""
+  path = _copy(data_dir, 'stackoverflow', str(tmp_path))
+  splits = datasets.load_federated('stackoverflow', str(tmp_path))
+  victim = next(iter(splits.train))
+  con = sqlite3.connect(path)
+  garbage = bytes(range(256)) * 2  # not a proto; TF's error message quotes non-UTF-8 bytes
+  con.execute(
+    'UPDATE examples SET serialized_example_proto = ? WHERE client_id = ? AND split_name = ?',
+    (garbage, victim, 'train'),
+  )
+  con.commit()
+  con.close()
+  splits = datasets.load_federated('stackoverflow', str(tmp_path))
+  with pytest.raises(datasets.DataFormatError) as e:
+    splits.train[victim]
+  assert str(e.value).startswith(f"client {victim!r} of split 'train' in {path}: "), str(e.value)
+
+
+def test_mapped_client_values_that_make_no_model_input_name_the_client_and_file(data_dir, tmp_path):
+  path = _copy(data_dir, 'shakespeare', str(tmp_path))
+  splits = datasets.load_federated('shakespeare', str(tmp_path))
+
+  def to_model_input(raw):
+    raise UnicodeDecodeError('utf-8', b'\xff', 0, 1, 'invalid start byte')
+
+  mapped = datasets.MappedClients(splits.train, to_model_input)
+  client = next(iter(mapped))
+  with pytest.raises(datasets.DataFormatError) as e:
+    mapped[client]
+  assert str(e.value) == (
+    f"client {client!r} of split 'train' in {path}: its examples do not make model inputs "
+    "(UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte)"
+  )

@@ -36,27 +36,44 @@ def _leaves(value: Any, prefix: str = '') -> dict[str, Any]:
   return leaves
 
 
-def check_or_write_hparams(output_dir: str, hparams: Mapping[str, Any]) -> None:
+def check_or_write_hparams(
+  output_dir: str, hparams: Mapping[str, Any], hints: Mapping[str, str] | None = None
+) -> None:
   """Writes hparams.json, or checks that an existing one matches `hparams`.
 
   The `runtime` section is not compared; it is rewritten with the new values.
 
+  Args:
+    output_dir: the experiment directory.
+    hparams: the run's record.
+    hints: optional dotted key -> why it cannot change, appended to a mismatch message.
+
   Raises:
     ConfigMismatchError: naming the differing keys (dotted paths such as
-      `server.learning_rate`), their stored and new values.
+      `server.learning_rate`), their stored and new values; or an unreadable hparams.json.
   """
   path = os.path.join(output_dir, HPARAMS_FILE)
   hparams = json.loads(json.dumps(hparams))  # normalise tuples, numpy scalars
   if os.path.exists(path):
-    with open(path) as f:
-      stored = json.load(f)
+    try:
+      with open(path) as f:
+        stored = json.load(f)
+      if not isinstance(stored, dict):
+        raise ValueError('not a JSON object')
+    except (OSError, ValueError) as e:
+      raise ConfigMismatchError(
+        f'{path} is unreadable ({str(e).splitlines()[0]}); it records the run in '
+        f'{output_dir}: restore it, or use a new --experiment_name'
+      ) from None
     checked = lambda h: _leaves({k: v for k, v in h.items() if k != UNCHECKED_SECTION})
     old, new = checked(stored), checked(hparams)
     missing = object()
     diffs = sorted(k for k in set(old) | set(new) if old.get(k, missing) != new.get(k, missing))
     if diffs:
       detail = ', '.join(
-        f'{k}: {old.get(k, "<absent>")!r} -> {new.get(k, "<absent>")!r}' for k in diffs
+        f'{k}: {old.get(k, "<absent>")!r} -> {new.get(k, "<absent>")!r}'
+        + (f' ({hints[k]})' if hints and k in hints else '')
+        for k in diffs
       )
       raise ConfigMismatchError(
         f'{output_dir} holds a run with different hyperparameters ({detail}); use a new '

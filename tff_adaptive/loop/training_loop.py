@@ -23,11 +23,13 @@ import collections
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
+import csv
 import dataclasses
 import math
 import os
 import sys
 import time
+from typing import NamedTuple
 from typing import TextIO
 
 import numpy as np
@@ -46,6 +48,93 @@ KEEP_CHECKPOINTS = 2
 
 class DivergenceError(RuntimeError):
   """Training produced a non-finite loss, update or model in a round."""
+
+
+class ResumeError(ValueError):
+  """The experiment directory cannot be resumed: no checkpoint loads, or metrics.csv is lost."""
+
+
+class TrainingResult(NamedTuple):
+  """What `run_training` returns.
+
+  Attributes:
+    row: the metrics of the last round (including its evaluation), as floats.
+    rounds: the number of rounds the experiment holds.
+    finished_before: the run had already reached total_rounds before this call.
+  """
+
+  row: collections.OrderedDict
+  rounds: int
+  finished_before: bool = False
+
+
+def _one_line(error: BaseException) -> str:
+  text = str(error).strip().splitlines()
+  return f'{type(error).__name__}: {text[0] if text else ""}'.rstrip(': ')
+
+
+def _load_checkpoint(state_manager, checkpoint_dir, initial_state, warn):
+  """(state, round) of the newest checkpoint that loads, or (None, 0) if there is none.
+
+  A checkpoint that does not load (truncated, emptied) is reported in one line and moved
+  aside as `unreadable_program_state_<N>` (kept for inspection); the previous one is tried.
+
+  Raises:
+    ResumeError: there are checkpoints and none of them loads.
+  """
+  versions = asyncio.run(state_manager.get_versions()) or []
+  for version in sorted(versions, reverse=True):
+    try:
+      return asyncio.run(state_manager.load(version, initial_state)), version
+    except Exception as e:  # pylint: disable=broad-except  (any unreadable file)
+      path = os.path.join(checkpoint_dir, f'program_state_{version}')
+      aside = os.path.join(checkpoint_dir, f'unreadable_program_state_{version}')
+      suffix = 0
+      while os.path.exists(aside + (f'.{suffix}' if suffix else '')):
+        suffix += 1
+      os.replace(path, aside + (f'.{suffix}' if suffix else ''))
+      print(
+        f'warning: checkpoint {path} does not load ({_one_line(e)}); moved it to '
+        f'{os.path.basename(aside)} and trying the previous one',
+        file=warn,
+        flush=True,
+      )
+  if versions:
+    raise ResumeError(
+      f'no checkpoint in {checkpoint_dir} loads (tried rounds {sorted(versions, reverse=True)}); '
+      'delete the experiment directory to start over'
+    )
+  return None, 0
+
+
+def _read_metrics(path: str, rounds: int) -> list[dict]:
+  """The rows of metrics.csv, checked to hold rounds 1..rounds.
+
+  Raises:
+    ResumeError: the file is missing, unreadable, or lacks some of those rounds.
+  """
+  expected = f'it should hold rounds 1-{rounds}, the rounds of the checkpoint being resumed'
+  try:
+    with open(path, newline='') as f:
+      rows = list(csv.DictReader(f))
+    found = {int(float(r['round_num'])) for r in rows}
+  except FileNotFoundError:
+    raise ResumeError(f'{path} is missing; {expected}') from None
+  except (OSError, ValueError, KeyError, TypeError, csv.Error, UnicodeDecodeError) as e:
+    raise ResumeError(f'{path} is unreadable ({_one_line(e)}); {expected}') from None
+  missing = sorted(set(range(1, rounds + 1)) - found)
+  if missing:
+    raise ResumeError(f'{path} lacks rounds {_ranges(missing)}; {expected}')
+  return rows
+
+
+def _ranges(numbers: list[int]) -> str:
+  spans, start = [], numbers[0]
+  for prev, cur in zip(numbers, numbers[1:] + [None]):
+    if cur != prev + 1:
+      spans.append(f'{start}' if start == prev else f'{start}-{prev}')
+      start = cur
+  return ', '.join(spans)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +184,8 @@ def run_training(
   config: LoopConfig,
   final_test: Callable[[], Iterable[Mapping[str, np.ndarray]]] | None = None,
   log: TextIO = sys.stdout,
-) -> collections.OrderedDict:
+  warn: TextIO = sys.stderr,
+) -> TrainingResult:
   """Trains with `engine` for config.total_rounds, resuming from the latest checkpoint if any.
 
   Evaluation rounds evaluate the global model on `validation_data(round_num)` (eval_*), e.g.
@@ -103,30 +193,49 @@ def run_training(
   on each client of `client_test` (eval_client_*). After the last round, `final_test` (the
   full test split in chunks), if given, is evaluated too (eval_final_*).
 
+  Resuming: the newest checkpoint that loads is used (an unreadable one is reported on `warn`
+  and moved aside), and metrics.csv must hold every round up to it. A run that already reached
+  config.total_rounds returns its last metrics without training; a larger total_rounds extends
+  it.
+
   Returns:
-    The metrics of the last round (including its evaluation).
+    A `TrainingResult` (the metrics of the last round, including its evaluation).
 
   Raises:
     DivergenceError: a round produced a non-finite loss, update or model; everything
-      written before that round stays as it was.
+      written before that round stays as it was (that round's row is not written).
+    ResumeError: no checkpoint loads, or metrics.csv does not hold the checkpointed rounds.
   """
   output_dir = config.output_dir
   state_manager = tff.program.FileProgramStateManager(
     os.path.join(output_dir, 'checkpoints'), keep_total=KEEP_CHECKPOINTS, keep_first=False
   )
+  initial_state = engine.initialize(initial_weights)
+  state, start_round = _load_checkpoint(
+    state_manager, os.path.join(output_dir, 'checkpoints'), initial_state, warn
+  )
+  metrics_path = os.path.join(output_dir, 'metrics.csv')
+  if state is None:
+    state = initial_state
+    if os.path.exists(metrics_path):
+      try:
+        _read_metrics(metrics_path, 0)
+      except ResumeError as e:  # rows of a run that never checkpointed: recomputed anyway
+        os.replace(metrics_path, metrics_path + '.unreadable')
+        print(f'warning: {e}; moved it to metrics.csv.unreadable', file=warn, flush=True)
+  else:
+    rows = _read_metrics(metrics_path, start_round)
+    if start_round >= config.total_rounds:
+      last = next(r for r in rows if int(float(r['round_num'])) == start_round)
+      row = collections.OrderedDict(
+        (k, float(v)) for k, v in last.items() if v not in ('', None) and k != 'round_num'
+      )
+      return TrainingResult(row, start_round, finished_before=True)
+    print(f'Resuming {output_dir} after round {start_round}', file=log, flush=True)
   csv_manager = tff.program.CSVFileReleaseManager(
-    os.path.join(output_dir, 'metrics.csv'),
-    save_mode=tff.program.CSVSaveMode.WRITE,
-    key_fieldname='round_num',
+    metrics_path, save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round_num'
   )
   tb_manager = tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard'))
-
-  initial_state = engine.initialize(initial_weights)
-  state, start_round = asyncio.run(state_manager.load_latest(initial_state))
-  if state is None:
-    state, start_round = initial_state, 0
-  else:
-    print(f'Resuming {output_dir} after round {start_round}', file=log, flush=True)
   store = None
   if engine.algorithm.stateful_clients:
     store = client_states.ClientStateStore(
@@ -159,7 +268,6 @@ def run_training(
       or not _all_finite(new_weights.trainable)
     )
     if diverged:
-      asyncio.run(csv_manager.release(row, round_num))
       raise DivergenceError(
         f'training diverged in round {round_num} (train_loss={row["train_loss"]}); '
         f'checkpoints and metrics up to round {round_num - 1} are intact in {output_dir}; '
@@ -197,4 +305,4 @@ def run_training(
       file=log,
       flush=True,
     )
-  return row
+  return TrainingResult(row, config.total_rounds)

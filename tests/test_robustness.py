@@ -1,0 +1,244 @@
+"""A run directory survives anything: concurrent starts, damaged checkpoints and metrics, kills.
+
+End-to-end, as subprocesses of `python -m run.federated_trainer` (helpers from test_trainer):
+one lock per experiment, checkpoint fallback, metrics.csv checked on resume, SIGTERM like
+Ctrl-C, finished and extended runs, ignored flags, a damaged hparams.json, the experiment
+directory under a file, and a randomised kill test. Every run is compared with one
+uninterrupted reference run (`reference`).
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import time
+
+import pytest
+
+from tests.test_trainer import Trainer
+from tests.test_trainer import _assert_workers_gone
+from tests.test_trainer import _client_eval
+from tests.test_trainer import _read_metrics
+from tests.test_trainer import _snapshot
+from tests.test_trainer import run_trainer
+
+TOTAL = 8
+ARGS = [
+  '--task=synthetic',
+  '--server_optimizer=adam',
+  '--server_learning_rate=0.01',
+  f'--total_rounds={TOTAL}',
+  '--rounds_per_eval=3',
+  '--rounds_per_checkpoint=2',
+]
+NAME = 'synthetic_adam_seed1'
+
+
+@pytest.fixture(scope='module')
+def reference(tmp_path_factory):
+  """The experiment directory of the uninterrupted run."""
+  root = tmp_path_factory.mktemp('reference')
+  run_trainer([*ARGS, f'--root_output_dir={root}'])
+  return root / NAME
+
+
+def _same_as_reference(experiment, reference):
+  assert _read_metrics(experiment) == _read_metrics(reference)
+  assert _client_eval(experiment) == _client_eval(reference)
+
+
+def _one_error_line(trainer):
+  [line] = trainer.stderr_lines
+  assert line.startswith('federated_trainer: error: ') and 'Traceback' not in trainer.stderr
+  return line
+
+
+def test_a_second_trainer_on_a_running_experiment_is_refused(reference, tmp_path):
+  args = [*ARGS, f'--root_output_dir={tmp_path}']
+  first = Trainer(args)
+  first.wait_for_line(r'^round 2/')
+  os.kill(first.proc.pid, signal.SIGSTOP)  # holds its lock while frozen
+  try:
+    second = Trainer(args)
+    assert second.finish() == 2, second.report()
+    line = _one_error_line(second)
+    assert f'{tmp_path / NAME} is in use by process {first.proc.pid}' in line, line
+    assert not second.workers
+  finally:
+    os.kill(first.proc.pid, signal.SIGCONT)
+  assert first.finish() == 0, first.report()
+  header, rows = _read_metrics(tmp_path / NAME)
+  assert [r['round_num'] for r in rows] == [str(k) for k in range(1, TOTAL + 1)]  # once each
+  _same_as_reference(tmp_path / NAME, reference)
+
+
+@pytest.mark.parametrize('damage', ['truncate', 'empty'])
+def test_an_unreadable_latest_checkpoint_falls_back_to_the_previous_one(
+  reference, tmp_path, damage
+):
+  experiment = tmp_path / NAME
+  shutil.copytree(reference, experiment)
+  latest = experiment / 'checkpoints' / f'program_state_{TOTAL}'
+  for path in [p for p in latest.rglob('*') if p.is_file()]:
+    if damage == 'truncate':
+      with open(path, 'r+b') as f:
+        f.truncate(path.stat().st_size // 3)
+    else:
+      path.unlink()
+  trainer = run_trainer([*ARGS, f'--root_output_dir={tmp_path}'])
+  [warning] = trainer.stderr_lines
+  assert f'checkpoint {latest} does not load' in warning and 'trying the previous one' in warning
+  assert f'Resuming {experiment} after round {TOTAL - 2}' in trainer.stdout
+  _same_as_reference(experiment, reference)
+  assert (experiment / 'checkpoints' / f'unreadable_program_state_{TOTAL}').is_dir()  # kept
+
+
+def test_no_loadable_checkpoint_exits_2_naming_the_directory(reference, tmp_path):
+  experiment = tmp_path / NAME
+  shutil.copytree(reference, experiment)
+  for path in (experiment / 'checkpoints').rglob('*'):
+    if path.is_file():
+      path.write_bytes(b'')
+  trainer = Trainer([*ARGS, f'--root_output_dir={tmp_path}'])
+  assert trainer.finish() == 2, trainer.report()
+  line = trainer.stderr_lines[-1]
+  assert f'no checkpoint in {experiment / "checkpoints"} loads' in line, trainer.report()
+  assert _read_metrics(experiment) == _read_metrics(reference)  # metrics untouched
+
+
+@pytest.mark.parametrize('damage', ['missing', 'random_bytes', 'rows_lost'])
+def test_metrics_csv_must_hold_the_checkpointed_rounds(reference, tmp_path, damage):
+  experiment = tmp_path / NAME
+  shutil.copytree(reference, experiment)
+  shutil.rmtree(experiment / 'checkpoints' / f'program_state_{TOTAL}')  # resume from 6
+  metrics = experiment / 'metrics.csv'
+  if damage == 'missing':
+    metrics.unlink()
+  elif damage == 'random_bytes':
+    metrics.write_bytes(random.Random(0).randbytes(300))
+  else:
+    metrics.write_text(''.join(metrics.read_text().splitlines(keepends=True)[:4]))  # rounds 1-3
+  before = _snapshot(experiment)
+  trainer = Trainer([*ARGS, f'--root_output_dir={tmp_path}'])
+  assert trainer.finish() == 2, trainer.report()
+  line = _one_error_line(trainer)
+  assert str(metrics) in line and 'it should hold rounds 1-6' in line, line
+  expected = {
+    'missing': 'is missing',
+    'random_bytes': 'is unreadable',
+    'rows_lost': 'lacks rounds 4-6',
+  }
+  assert expected[damage] in line, line
+  assert _snapshot(experiment) == before
+
+
+def test_sigterm_stops_like_ctrl_c_and_the_run_resumes_exactly(reference, tmp_path):
+  args = [*ARGS, f'--root_output_dir={tmp_path}']
+  trainer = Trainer(args)
+  trainer.wait_for_line(r'^round 5/')
+  workers = set(trainer.workers)
+  trainer.proc.send_signal(signal.SIGTERM)
+  assert trainer.finish() == 143, trainer.report()
+  line = _one_error_line(trainer)
+  assert 'terminated (SIGTERM); rerun the same command to resume' in line, line
+  assert workers, trainer.report()
+  _assert_workers_gone(workers)
+  resumed = run_trainer(args)
+  assert 'Resuming' in resumed.stdout
+  _same_as_reference(tmp_path / NAME, reference)
+
+
+def test_a_finished_experiment_says_so_and_can_be_extended(reference, tmp_path):
+  shorter = [a for a in ARGS if not a.startswith('--total_rounds')]
+  args = [*shorter, '--total_rounds=6', f'--root_output_dir={tmp_path}']
+  run_trainer(args)
+  again = run_trainer(args)
+  assert f'{tmp_path / NAME} had already finished 6 rounds; its last metrics: train_loss=' in (
+    again.stdout
+  ), again.report()
+  assert 'round ' not in again.stdout
+  # Extending to 8 rounds (constant schedules) ends exactly as the uninterrupted 8-round run.
+  extended = run_trainer([*shorter, f'--total_rounds={TOTAL}', f'--root_output_dir={tmp_path}'])
+  assert 'Resuming' in extended.stdout
+  _same_as_reference(tmp_path / NAME, reference)
+  hparams = json.loads((tmp_path / NAME / 'hparams.json').read_text())
+  assert hparams['runtime']['total_rounds'] == TOTAL
+
+
+def test_extending_a_step_decay_run_is_refused_with_the_reason(tmp_path):
+  args = ['--task=synthetic', '--client_lr_schedule=step_decay', '--rounds_per_eval=2']
+  run_trainer([*args, '--total_rounds=2', f'--root_output_dir={tmp_path}'])
+  trainer = Trainer([*args, '--total_rounds=4', f'--root_output_dir={tmp_path}'])
+  assert trainer.finish() == 2, trainer.report()
+  line = _one_error_line(trainer)
+  assert 'client.lr_schedule.total_rounds: 2 -> 4' in line, line
+  assert 'step_decay depends on the total number of rounds' in line, line
+
+
+def test_a_flag_the_optimizer_ignores_is_warned_about_and_not_recorded(tmp_path):
+  trainer = run_trainer(
+    ['--task=synthetic', '--total_rounds=1', '--server_beta_2=0.5', f'--root_output_dir={tmp_path}']
+  )
+  assert trainer.stderr_lines == [
+    "federated_trainer: warning: --server_beta_2 is ignored by server optimizer 'sgd' "
+    '(not recorded)'
+  ]
+  # TF 2.14's three "Unable to register cuDNN/cuFFT/cuBLAS factory" import lines are dropped.
+  assert 'Unable to register' not in trainer.stderr, trainer.stderr
+  hparams = json.loads((tmp_path / 'synthetic_sgd_seed1' / 'hparams.json').read_text())
+  assert 'beta_2' not in hparams['server']
+  # The same experiment without the ignored flag resumes (nothing to refuse).
+  again = run_trainer(['--task=synthetic', '--total_rounds=1', f'--root_output_dir={tmp_path}'])
+  assert 'had already finished 1 rounds' in again.stdout
+
+
+def test_a_damaged_hparams_json_exits_2_naming_it(reference, tmp_path):
+  experiment = tmp_path / NAME
+  shutil.copytree(reference, experiment)
+  (experiment / 'hparams.json').write_text('{"task": ')
+  before = _snapshot(experiment)
+  trainer = Trainer([*ARGS, f'--root_output_dir={tmp_path}'])
+  assert trainer.finish() == 2, trainer.report()
+  line = _one_error_line(trainer)
+  assert f'{experiment / "hparams.json"} is unreadable' in line, line
+  assert _snapshot(experiment) == before
+
+
+def test_an_output_root_under_a_file_exits_2_before_writing(tmp_path):
+  blocker = tmp_path / 'a_file'
+  blocker.write_text('not a directory')
+  trainer = Trainer(['--task=synthetic', f'--root_output_dir={blocker / "runs"}'])
+  assert trainer.finish() == 2, trainer.report()
+  line = _one_error_line(trainer)
+  assert f'cannot create the experiment directory {blocker / "runs"}' in line, line
+  assert 'Not a directory' in line
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['a_file']
+
+
+def test_random_kills_including_during_checkpoint_writes_resume_exactly(tmp_path):
+  """Five SIGKILLs at random moments (seeded), a checkpoint every round, then completion."""
+  args = [
+    '--task=synthetic',
+    '--server_optimizer=yogi',
+    '--total_rounds=60',
+    '--rounds_per_eval=10',
+    '--rounds_per_checkpoint=1',
+  ]
+  run_trainer([*args, f'--root_output_dir={tmp_path / "reference"}'])
+  rng = random.Random(12)
+  experiment = tmp_path / 'killed' / 'synthetic_yogi_seed1'
+  kills = 0
+  while kills < 5:
+    trainer = Trainer([*args, f'--root_output_dir={tmp_path / "killed"}'])
+    try:
+      trainer.wait_for_line(r'^(round \d+/60|Resuming)', timeout_s=120)
+    except AssertionError:
+      break  # finished before it could be killed: the loop below checks the result
+    time.sleep(rng.uniform(0.0, 0.5))
+    os.kill(trainer.proc.pid, signal.SIGKILL)
+    trainer.finish()
+    kills += 1
+  assert kills == 5
+  run_trainer([*args, f'--root_output_dir={tmp_path / "killed"}'])
+  _same_as_reference(experiment, tmp_path / 'reference' / 'synthetic_yogi_seed1')
