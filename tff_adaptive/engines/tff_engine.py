@@ -24,6 +24,7 @@ its seed (`core.seeds.SEED_KEY`); the client batches by gathering inside a `tf.w
 
 import collections
 from collections.abc import Sequence
+import functools
 
 import numpy as np
 import tensorflow as tf
@@ -39,13 +40,24 @@ POSITION_KEY = 'position'
 _RESERVED = (seeds.SEED_KEY, STATE_KEY, STATE_PRESENT_KEY, POSITION_KEY)
 
 
-def _model_types(algorithm: algorithm_base.Algorithm):
+@functools.lru_cache(maxsize=16)
+def _model_parts(algorithm: algorithm_base.Algorithm):
+  """(weights type, input spec items, metric finalizers), from ONE model built in a graph."""
   with tf.Graph().as_default():
     model = algorithm.model_fn()
     weights_type = tff.learning.models.weights_type_from_model(model)
-    element = collections.OrderedDict(model.input_spec)
+    element = tuple(collections.OrderedDict(model.input_spec).items())
     finalizers = model.metric_finalizers()
   return weights_type, element, finalizers
+
+
+def _model_types(algorithm: algorithm_base.Algorithm):
+  """(weights type, a new OrderedDict of the model's input spec, metric finalizers).
+
+  Building a model (seconds for ResNet-18) happens once per algorithm, not per use.
+  """
+  weights_type, element, finalizers = _model_parts(algorithm)
+  return weights_type, collections.OrderedDict(element), finalizers
 
 
 def client_data_type(algorithm: algorithm_base.Algorithm) -> tff.SequenceType:
