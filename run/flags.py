@@ -19,8 +19,10 @@ from tff_adaptive import registry
 from tff_adaptive.engines import inprocess
 from tff_adaptive.loop import sampling
 from tff_adaptive.optimizers import client as client_optimizers
+from tff_adaptive.optimizers import delta_sgd
 from tff_adaptive.optimizers import schedules
 from tff_adaptive.optimizers import server as server_optimizers
+from tff_adaptive.optimizers import sps
 
 # Task and data.
 flags.DEFINE_string('task', 'fmnist', f'Task: one of {", ".join(tasks.TASKS)}.')
@@ -86,6 +88,53 @@ flags.DEFINE_float('client_learning_rate', None, "Client learning rate (default:
 flags.DEFINE_float('client_momentum', 0.9, 'Client momentum (sgdm).')
 flags.DEFINE_string(
   'client_lr_schedule', 'constant', f'Client lr schedule: one of {", ".join(schedules.SCHEDULES)}.'
+)
+flags.DEFINE_float('client_beta_1', 0.9, 'Client Adam beta_1.')
+flags.DEFINE_float('client_beta_2', 0.999, 'Client Adam beta_2.')
+flags.DEFINE_float(
+  'client_epsilon', None, "Client Adam/Adagrad epsilon (default PyTorch's: 1e-8 / 1e-10)."
+)
+flags.DEFINE_string(
+  'client_weighting',
+  'example',
+  'Aggregation weight of a client: example (n_i, FedAvg) or uniform (1, the plain average of '
+  'Kim et al. 2024).',
+)
+# SPS (Loizou et al. 2021) and Delta-SGD (Kim et al. 2024), tff_adaptive/optimizers/.
+flags.DEFINE_float('sps_c', 0.5, 'SPS c (> 0).')
+flags.DEFINE_string(
+  'sps_mode',
+  'smooth_iter',
+  "SPS step rule: smooth_iter (the official implementation's default, growth capped at "
+  "2^(1/500) per step) or constant (the Delta-SGD authors' federated code: no cap).",
+)
+flags.DEFINE_float('sps_eta_max', None, "SPS 'constant' mode: optional step cap (> 0).")
+flags.DEFINE_float('delta_sgd_eta0', 0.2, 'Delta-SGD eta_0 (> 0).')
+flags.DEFINE_float('delta_sgd_theta0', 1.0, 'Delta-SGD theta_0 (> 0).')
+flags.DEFINE_float('delta_sgd_gamma', 2.0, 'Delta-SGD gamma (> 0).')
+flags.DEFINE_float(
+  'delta_sgd_delta', 0.1, "Delta-SGD delta (>= 0; the authors' code default 0.02)."
+)
+flags.DEFINE_string(
+  'delta_sgd_gradient',
+  'paper',
+  "Delta-SGD gradient difference: paper (consecutive steps' gradients, one gradient per step) "
+  "or same_batch (the authors' code: the previous iterate's gradient recomputed on the current "
+  'minibatch, two per step).',
+)
+flags.DEFINE_string(
+  'delta_sgd_first_step',
+  'paper',
+  "Delta-SGD first step: paper (eta_0) or grown (the authors' code: eta_0 sqrt(1 + delta theta_0)).",
+)
+flags.DEFINE_string(
+  'delta_sgd_zero_rule',
+  'paper',
+  'Delta-SGD when a norm difference is 0: paper (zero gradient difference: no curvature bound) '
+  "or grow (the authors' code: either zero -> the growth candidate).",
+)
+flags.DEFINE_float(
+  'delta_sgd_eps', 0.0, "Delta-SGD: added to the step when the min is taken (authors' code 1e-8)."
 )
 flags.DEFINE_integer('client_epochs_per_round', 1, 'Local epochs E.')
 flags.DEFINE_integer('client_batch_size', None, "Local batch size B (default: task's).")
@@ -168,6 +217,7 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
       'epochs': client.epochs,
       'batch_size': client.batch_size,
       'lr_schedule': schedules.schedule_record(client.lr_schedule),
+      'weighting': client.weighting,
     },
     'clients_per_round': config.clients_per_round,
     'seed': config.seed,
@@ -198,18 +248,35 @@ _SERVER_FLAG_FIELDS = {
   'initial_accumulator_value': 'initial_accumulator_value',
   'adaptive_variant': 'variant',
 }
-_CLIENT_FLAG_FIELDS = {'client_momentum': 'momentum'}
+_CLIENT_FLAG_FIELDS = {
+  'client_momentum': 'momentum',
+  'client_beta_1': 'beta_1',
+  'client_beta_2': 'beta_2',
+  'client_epsilon': 'epsilon',
+  'sps_c': 'sps',
+  'sps_mode': 'sps',
+  'sps_eta_max': 'sps',
+  'delta_sgd_eta0': 'delta_sgd',
+  'delta_sgd_theta0': 'delta_sgd',
+  'delta_sgd_gamma': 'delta_sgd',
+  'delta_sgd_delta': 'delta_sgd',
+  'delta_sgd_gradient': 'delta_sgd',
+  'delta_sgd_first_step': 'delta_sgd',
+  'delta_sgd_zero_rule': 'delta_sgd',
+  'delta_sgd_eps': 'delta_sgd',
+}
 
 
 def ignored_flags(config: ExperimentConfig) -> list[str]:
   """One line per flag given on the command line that the chosen optimizers do not read."""
   server = server_optimizers.SERVER_OPTIMIZERS[config.server.name].hparams
-  client = client_optimizers.CLIENT_OPTIMIZERS[config.client.optimizer.name].hparams
+  client_entry = client_optimizers.CLIENT_OPTIMIZERS[config.client.optimizer.name]
+  client = client_entry.hparams + (('learning_rate',) if client_entry.reads_learning_rate else ())
   lines = []
   for flag, field in _SERVER_FLAG_FIELDS.items():
     if FLAGS[flag].present and field not in server:
       lines.append(f'--{flag} is ignored by server optimizer {config.server.name!r}')
-  for flag, field in _CLIENT_FLAG_FIELDS.items():
+  for flag, field in {'client_learning_rate': 'learning_rate', **_CLIENT_FLAG_FIELDS}.items():
     if FLAGS[flag].present and field not in client:
       lines.append(f'--{flag} is ignored by client optimizer {config.client.optimizer.name!r}')
   return lines
@@ -247,6 +314,11 @@ def experiment_config_from_flags() -> ExperimentConfig:
   _choice('server_lr_schedule', FLAGS.server_lr_schedule, schedules.SCHEDULES)
   _choice('client_lr_schedule', FLAGS.client_lr_schedule, schedules.SCHEDULES)
   _choice('client_sampler', FLAGS.client_sampler, sampling.SAMPLING_METHODS)
+  _choice('client_weighting', FLAGS.client_weighting, algorithms.CLIENT_WEIGHTINGS)
+  _choice('sps_mode', FLAGS.sps_mode, sps.MODES)
+  _choice('delta_sgd_gradient', FLAGS.delta_sgd_gradient, delta_sgd.GRADIENTS)
+  _choice('delta_sgd_first_step', FLAGS.delta_sgd_first_step, delta_sgd.FIRST_STEPS)
+  _choice('delta_sgd_zero_rule', FLAGS.delta_sgd_zero_rule, delta_sgd.ZERO_RULES)
   for name in FLAGS:
     flag = FLAGS[name]
     if isinstance(flag.parser, flags.FloatParser) and flag.value is not None:
@@ -264,8 +336,20 @@ def experiment_config_from_flags() -> ExperimentConfig:
     'client_epochs_per_round',
     'dirichlet_alpha',
     'num_clients',
+    'client_epsilon',
+    'sps_c',
+    'sps_eta_max',
+    'delta_sgd_eta0',
+    'delta_sgd_theta0',
+    'delta_sgd_gamma',
   ):
     _positive(name, FLAGS[name].value)
+  for name in ('delta_sgd_delta', 'delta_sgd_eps'):
+    if FLAGS[name].value < 0:
+      raise ValueError(f'--{name} must be >= 0, got {FLAGS[name].value}')
+  for name in ('client_beta_1', 'client_beta_2'):
+    if not 0 <= FLAGS[name].value < 1:
+      raise ValueError(f'--{name} must be in [0, 1), got {FLAGS[name].value}')
   for name in ('synthetic_alpha', 'synthetic_beta'):
     if FLAGS[name].value < 0:
       raise ValueError(f'--{name} must be >= 0, got {FLAGS[name].value}')
@@ -305,10 +389,25 @@ def experiment_config_from_flags() -> ExperimentConfig:
           defaults.client_learning_rates.get(server_name, defaults.client_learning_rate),
         ),
         momentum=FLAGS.client_momentum,
+        beta_1=FLAGS.client_beta_1,
+        beta_2=FLAGS.client_beta_2,
+        epsilon=FLAGS.client_epsilon,
+        sps=sps.SPSHParams(c=FLAGS.sps_c, mode=FLAGS.sps_mode, eta_max=FLAGS.sps_eta_max),
+        delta_sgd=delta_sgd.DeltaSGDHParams(
+          eta_0=FLAGS.delta_sgd_eta0,
+          theta_0=FLAGS.delta_sgd_theta0,
+          gamma=FLAGS.delta_sgd_gamma,
+          delta=FLAGS.delta_sgd_delta,
+          gradient=FLAGS.delta_sgd_gradient,
+          first_step=FLAGS.delta_sgd_first_step,
+          zero_rule=FLAGS.delta_sgd_zero_rule,
+          eps=FLAGS.delta_sgd_eps,
+        ),
       ),
       epochs=FLAGS.client_epochs_per_round,
       batch_size=_or(FLAGS.client_batch_size, defaults.client_batch_size),
       lr_schedule=schedules.ScheduleConfig(FLAGS.client_lr_schedule, total_rounds=total_rounds),
+      weighting=FLAGS.client_weighting,
     )
   except ValueError as e:
     raise ValueError(f'{e} (check the matching flag)') from None

@@ -305,6 +305,45 @@ _SMOKE = [
     ['--num_clients=20', '--rounds_per_eval=3', '--server_learning_rate=0.01'],
     {'task.num_clients': 20},
   ),
+  # Client optimizers of Kim et al. 2024 (every one trains fmnist on both engines in
+  # test_engine_parity); here the trainer's flags and hparams.json.
+  (
+    'fmnist',
+    'sgd',
+    [
+      '--num_clients=20',
+      '--rounds_per_eval=3',
+      '--client_optimizer=delta_sgd',
+      '--client_weighting=uniform',
+      '--delta_sgd_gradient=same_batch',
+    ],
+    {'client.optimizer.delta_sgd.gradient': 'same_batch', 'client.weighting': 'uniform'},
+  ),
+  (
+    'fmnist',
+    'adam',
+    [
+      '--num_clients=20',
+      '--rounds_per_eval=3',
+      '--client_optimizer=sps',
+      '--engine=inprocess',
+      '--server_learning_rate=0.001',
+      '--tau=1e-8',
+    ],
+    {'client.optimizer.sps.mode': 'smooth_iter', 'client.optimizer.sps.c': 0.5},
+  ),
+  (
+    'synthetic',
+    'sgd',
+    ['--client_optimizer=adam', '--client_learning_rate=0.001'],
+    {'client.optimizer.epsilon': 1e-8, 'client.optimizer.beta_2': 0.999},
+  ),
+  (
+    'synthetic',
+    'sgd',
+    ['--client_optimizer=adagrad', '--client_learning_rate=0.01', '--engine=inprocess'],
+    {'client.optimizer.epsilon': 1e-10, 'client.optimizer.learning_rate': 0.01},
+  ),
 ]
 
 
@@ -358,6 +397,12 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
     assert float(row['client_local_steps_min']) <= float(row['client_local_steps_mean'])
     assert float(row['client_local_steps_mean']) <= float(row['client_local_steps_max'])
     assert float(row['client_local_steps_min']) >= 1.0
+  # SPS and Delta-SGD report their clients' mean local step size the same way (Kim et al.).
+  adaptive = any(e in extra for e in ('--client_optimizer=sps', '--client_optimizer=delta_sgd'))
+  assert ('client_step_size_mean' in header) == adaptive
+  for row in rows if adaptive else []:
+    assert 0 < float(row['client_step_size_min']) <= float(row['client_step_size_mean'])
+    assert float(row['client_step_size_mean']) <= float(row['client_step_size_max'])
   eval_columns = ('eval_loss', 'eval_accuracy', 'eval_client_accuracy_worst30')
   for k, row in enumerate(rows, start=1):
     assert math.isfinite(float(row['train_loss'])) and float(row['train_loss']) > 0, row
@@ -517,7 +562,48 @@ _BAD_INPUT = {
   ),
   'client_optimizer': (
     ['--task=synthetic', '--client_optimizer=nope'],
-    ["unknown client optimizer 'nope'", 'sgd, sgdm'],
+    ["unknown client optimizer 'nope'", 'sgd, sgdm, adam, adagrad, sps, delta_sgd'],
+  ),
+  # Client optimizers of Kim et al. 2024: their hyperparameters, before any TFF work.
+  'delta_sgd_eta0': (
+    ['--task=synthetic', '--client_optimizer=delta_sgd', '--delta_sgd_eta0=0'],
+    ['--delta_sgd_eta0 must be > 0, got 0.0'],
+  ),
+  'delta_sgd_gamma': (
+    ['--task=synthetic', '--client_optimizer=delta_sgd', '--delta_sgd_gamma=-2'],
+    ['--delta_sgd_gamma must be > 0, got -2.0'],
+  ),
+  'delta_sgd_theta0': (
+    ['--task=synthetic', '--client_optimizer=delta_sgd', '--delta_sgd_theta0=0'],
+    ['--delta_sgd_theta0 must be > 0, got 0.0'],
+  ),
+  'delta_sgd_delta': (
+    ['--task=synthetic', '--client_optimizer=delta_sgd', '--delta_sgd_delta=-0.1'],
+    ['--delta_sgd_delta must be >= 0, got -0.1'],
+  ),
+  'delta_sgd_gradient': (
+    ['--task=synthetic', '--client_optimizer=delta_sgd', '--delta_sgd_gradient=next'],
+    ["--delta_sgd_gradient: unknown delta sgd gradient 'next'; valid choices: paper, same_batch"],
+  ),
+  'sps_c': (
+    ['--task=synthetic', '--client_optimizer=sps', '--sps_c=0'],
+    ['--sps_c must be > 0, got 0.0'],
+  ),
+  'sps_mode': (
+    ['--task=synthetic', '--client_optimizer=sps', '--sps_mode=smooth'],
+    ["--sps_mode: unknown sps mode 'smooth'; valid choices: smooth_iter, constant"],
+  ),
+  'client_weighting': (
+    ['--task=synthetic', '--client_weighting=size'],
+    ["--client_weighting: unknown client weighting 'size'; valid choices: example, uniform"],
+  ),
+  'client_beta_1': (
+    ['--task=synthetic', '--client_optimizer=adam', '--client_beta_1=1'],
+    ['--client_beta_1 must be in [0, 1), got 1.0'],
+  ),
+  'delta_sgd_schedule': (
+    ['--task=synthetic', '--client_optimizer=delta_sgd', '--client_lr_schedule=step_decay'],
+    ["client optimizer 'delta_sgd' sets its own step sizes", "got 'step_decay'"],
   ),
   'adaptive_variant': (
     ['--task=synthetic', '--adaptive_variant=nope'],

@@ -12,6 +12,7 @@ import dataclasses
 import tensorflow_federated as tff
 
 from tff_adaptive import registry
+from tff_adaptive.algorithms.base import CLIENT_WEIGHTINGS
 from tff_adaptive.algorithms.base import Algorithm
 from tff_adaptive.algorithms.base import ClientOutput
 from tff_adaptive.algorithms.base import ClientTrainingConfig
@@ -66,6 +67,7 @@ def build_algorithm(name: str, inputs: AlgorithmInputs) -> Algorithm:
 
 __all__ = [
   'ALGORITHMS',
+  'CLIENT_WEIGHTINGS',
   'Algorithm',
   'AlgorithmInputs',
   'ClientOutput',

@@ -40,6 +40,9 @@ from tff_adaptive.optimizers import client as client_optimizers
 from tff_adaptive.optimizers import schedules
 
 ModelFn = Callable[[], tff.learning.models.VariableModel]
+EXAMPLE_WEIGHTING = 'example'
+UNIFORM_WEIGHTING = 'uniform'
+CLIENT_WEIGHTINGS = (EXAMPLE_WEIGHTING, UNIFORM_WEIGHTING)
 
 
 class ClientOutput(NamedTuple):
@@ -71,16 +74,31 @@ class ClientTrainingConfig:
     epochs: E, local epochs per round, >= 1.
     batch_size: B, >= 1.
     lr_schedule: eta_l(t) over rounds t = 0, 1, ... (Reddi et al. App. E.6; Kim et al. Sec. 4).
+    weighting: the aggregation weight w_i of client i: 'example' (n_i, its number of training
+      examples: FedAvg of McMahan et al., Reddi et al.) or 'uniform' (1: the plain average of
+      Kim et al. 2024 Algorithm 1 line 13).
   """
 
   optimizer: client_optimizers.ClientOptimizerConfig = client_optimizers.ClientOptimizerConfig()
   epochs: int = 1
   batch_size: int = 20
   lr_schedule: schedules.ScheduleConfig = schedules.ScheduleConfig()
+  weighting: str = EXAMPLE_WEIGHTING
 
   def __post_init__(self):
     validation.check_int('client epochs', self.epochs, 1)
     validation.check_int('client batch_size', self.batch_size, 1)
+    if self.weighting not in CLIENT_WEIGHTINGS:
+      raise ValueError(
+        f'unknown client weighting {self.weighting!r}; valid choices: '
+        f'{", ".join(CLIENT_WEIGHTINGS)}'
+      )
+    entry = client_optimizers.CLIENT_OPTIMIZERS[self.optimizer.name]
+    if not entry.reads_learning_rate and self.lr_schedule.name != 'constant':
+      raise ValueError(
+        f'client optimizer {self.optimizer.name!r} sets its own step sizes, so the client '
+        f'lr schedule must be constant, got {self.lr_schedule.name!r}'
+      )
 
 
 class Algorithm(abc.ABC):
@@ -116,7 +134,9 @@ class Algorithm(abc.ABC):
     """
     self.model_fn = model_fn
     self.client = client
-    self.client_optimizer = client_optimizers.build_client_optimizer(client.optimizer)
+    self.client_rule = client_optimizers.build_client_rule(client.optimizer)
+    # The client optimizer as a TFF optimizer; None for rules that need more than gradients.
+    self.client_optimizer = self.client_rule.optimizer
     self.client_lr_schedule = schedules.build_schedule(
       client.optimizer.learning_rate, client.lr_schedule
     )
@@ -202,6 +222,27 @@ class Algorithm(abc.ABC):
     """
 
   # -- Shared helpers for subclasses. ----------------------------------------------------------
+
+  def local_step(
+    self,
+    learning_rate: tf.Tensor,
+    gradient_transform: local_loop.GradientTransform | None = None,
+  ) -> local_loop.LocalStep:
+    """One local step of the client optimizer at eta_l(t), optionally on transformed gradients."""
+    return self.client_rule.local_step(learning_rate, gradient_transform)
+
+  def client_statistics(self, step_state: Any, num_steps: tf.Tensor) -> collections.OrderedDict:
+    """K (`local_steps`) and the client optimizer's own statistics (e.g. `step_size`)."""
+    stats = collections.OrderedDict(local_steps=tf.cast(num_steps, tf.float32))
+    stats.update(self.client_rule.statistics(step_state))
+    return stats
+
+  def client_weight(self, data: collections.OrderedDict) -> tf.Tensor:
+    """w_i: n_i ('example' weighting) or 1 ('uniform'), float32; 0 for a client without data."""
+    n = example_weight(data)
+    if self.client.weighting == UNIFORM_WEIGHTING:
+      return tf.minimum(n, 1.0)
+    return n
 
   def local_training(
     self,

@@ -5,25 +5,24 @@ Optimization." ICLR 2021, Algorithms 1, 4 and 5. What differs from FedAvg is onl
 optimizer (the TFF finalizer): FedAvg is server SGD with eta = 1.
 """
 
-import collections
 from typing import Any
 
-import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base
-from tff_adaptive.core import local_loop
 
 
 class FedOpt(base.Algorithm):
   """FedOpt, Reddi et al. 2021 Algorithm 5. Round t, sampled clients S, n_i examples on i::
 
     x_i = ClientOpt^K(x_t; D_i, eta_l(t), B, E)       # K = E ceil(n_i / B) local steps
-    u_i = x_t - x_i,  w_i = n_i
-    g_t = sum_{i in S} n_i u_i / sum_{i in S} n_i
+    u_i = x_t - x_i,  w_i = n_i (or 1: `ClientTrainingConfig.weighting`)
+    g_t = sum_{i in S} w_i u_i / sum_{i in S} w_i
     x_{t+1} = ServerOpt(x_t, g_t)                     # x_t - eta g_t for FedAvg
 
-  The client statistic `local_steps` is K.
+  ClientOpt is any registered client optimizer (SGD, SGDM, Adam, Adagrad, SPS, Delta-SGD of
+  Kim et al. 2024). The client statistics are `local_steps` (K) and the client optimizer's own
+  (e.g. the mean local `step_size` of SPS and Delta-SGD).
   """
 
   name = 'fedopt'
@@ -32,12 +31,12 @@ class FedOpt(base.Algorithm):
     self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
   ):
     del broadcast, client_state
-    step = local_loop.optimizer_step(self.client_optimizer, learning_rate)
-    _, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
+    step = self.local_step(learning_rate)
+    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
     return base.ClientOutput(
       update=update,
-      weight=base.example_weight(data),
-      stats=collections.OrderedDict(local_steps=tf.cast(num_steps, tf.float32)),
+      weight=self.client_weight(data),
+      stats=self.client_statistics(state, num_steps),
     )
 
 

@@ -7,14 +7,12 @@ variate c and every client a control variate c_i (per-client state kept across r
 steps correct the gradient by c - c_i, which removes client drift.
 """
 
-import collections
 from typing import Any
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base
-from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
 from tff_adaptive.core import validation
 
@@ -63,19 +61,22 @@ class Scaffold(base.Algorithm):
   ):
     c, c_i = tuple(broadcast), tuple(client_state)
     correction = tree.sub(c, c_i)  # c - c_i, added to every local gradient
-    step = local_loop.optimizer_step(
-      self.client_optimizer, learning_rate, lambda g, model: tree.add(g, correction)
-    )
-    _, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
-    k_eta = tf.cast(num_steps, tf.float32) * tf.cast(learning_rate, tf.float32)
+    step = self.local_step(learning_rate, lambda g, model: tree.add(g, correction))
+    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
+    stats = self.client_statistics(state, num_steps)
+    # K eta_l; for client optimizers with their own step sizes (SPS, Delta-SGD) the sum of the
+    # steps taken, K * mean step size, so that (x_t - y_i) / (K eta) is still the mean
+    # corrected gradient.
+    step_size = stats.get('step_size', tf.cast(learning_rate, tf.float32))
+    k_eta = tf.cast(num_steps, tf.float32) * step_size
     c_i_new = tree.add(tree.sub(c_i, c), tree.divide_no_nan(tuple(update), k_eta))
     # A client that took no step (no examples) keeps its c_i (its weight 0 leaves c alone).
     trained = num_steps > 0
     c_i_new = tuple(tf.where(trained, new, old) for new, old in zip(c_i_new, c_i))
     return base.ClientOutput(
       update=update,
-      weight=base.example_weight(data),
-      stats=collections.OrderedDict(local_steps=tf.cast(num_steps, tf.float32)),
+      weight=self.client_weight(data),
+      stats=stats,
       extras=tree.sub(c_i_new, c_i),
       state=c_i_new,
     )

@@ -33,6 +33,8 @@ LEARNING_RATE_KEY = tff.learning.optimizers.LEARNING_RATE_KEY
 VariableModel = tff.learning.models.VariableModel
 Batch = collections.OrderedDict
 _options = threading.local()
+# (g, model) -> g': changes a step's gradient before the client optimizer sees it.
+GradientTransform = Callable[[tuple[tf.Tensor, ...], VariableModel], Any]
 
 
 @contextlib.contextmanager
@@ -98,7 +100,7 @@ def loss_and_gradients(
 def optimizer_step(
   optimizer: tff.learning.optimizers.Optimizer,
   learning_rate: tf.Tensor,
-  gradient_transform: Callable[[tuple[tf.Tensor, ...], VariableModel], Any] | None = None,
+  gradient_transform: GradientTransform | None = None,
 ) -> LocalStep:
   """x <- ClientOpt.next(x, g), g = grad f(x; batch), optionally transformed first.
 
