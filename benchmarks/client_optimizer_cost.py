@@ -36,6 +36,9 @@ flags.DEFINE_integer('rounds', 40, 'Timed rounds per client optimizer.')
 flags.DEFINE_integer('block', 5, 'Rounds per optimizer in each round-robin block.')
 flags.DEFINE_integer('warmup', 3, 'Untimed rounds per optimizer (tracing, caches).')
 flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')
+for _name in ('rounds', 'block', 'clients_per_round'):
+  flags.register_validator(_name, lambda v: v >= 1, message=f'--{_name} must be >= 1')
+flags.register_validator('warmup', lambda v: v >= 0, message='--warmup must be >= 0')
 FLAGS = flags.FLAGS
 
 CONFIGS = {

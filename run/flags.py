@@ -165,6 +165,7 @@ flags.DEFINE_integer(
 )
 
 FLAGS = flags.FLAGS
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,6 +325,10 @@ def experiment_config_from_flags() -> ExperimentConfig:
     if isinstance(flag.parser, flags.FloatParser) and flag.value is not None:
       if not math.isfinite(flag.value):
         raise ValueError(f'--{name} must be a finite number, got {flag.value}')
+      if abs(flag.value) > _FLOAT32_MAX:  # the computations run in float32
+        raise ValueError(
+          f'--{name} must be at most {_FLOAT32_MAX:.4g} in magnitude, got {flag.value}'
+        )
   for name in (
     'server_learning_rate',
     'client_learning_rate',
@@ -350,6 +355,22 @@ def experiment_config_from_flags() -> ExperimentConfig:
   for name in ('client_beta_1', 'client_beta_2'):
     if not 0 <= FLAGS[name].value < 1:
       raise ValueError(f'--{name} must be in [0, 1), got {FLAGS[name].value}')
+  if FLAGS.sps_eta_max is not None and FLAGS.sps_mode != 'constant':
+    raise ValueError(
+      f'--sps_eta_max caps --sps_mode=constant only, got --sps_mode={FLAGS.sps_mode}'
+    )
+  client_entry = client_optimizers.CLIENT_OPTIMIZERS[FLAGS.client_optimizer]
+  if not client_entry.reads_learning_rate and FLAGS.client_lr_schedule != 'constant':
+    raise ValueError(
+      f'--client_lr_schedule={FLAGS.client_lr_schedule}: client optimizer '
+      f"'{FLAGS.client_optimizer}' sets its own step sizes; valid: constant "
+      f"(got '{FLAGS.client_lr_schedule}')"
+    )
+  if FLAGS.algorithm == 'scaffold' and not client_entry.scalar_step:
+    raise ValueError(
+      f'--client_optimizer={FLAGS.client_optimizer} cannot run under --algorithm=scaffold: its '
+      'control variates need scalar client steps (sgd, sgdm, sps, delta_sgd)'
+    )
   for name in ('synthetic_alpha', 'synthetic_beta'):
     if FLAGS[name].value < 0:
       raise ValueError(f'--{name} must be >= 0, got {FLAGS[name].value}')

@@ -18,7 +18,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests.reference import client_optimizers_numpy as ref
+from tff_adaptive import algorithms
 from tff_adaptive import optimizers
+from tff_adaptive.core import seeds
 from tff_adaptive.optimizers import delta_sgd
 from tff_adaptive.optimizers import sps
 
@@ -225,6 +227,26 @@ def test_delta_sgd_zero_gradient_difference_gives_no_nan(zero_rule):
   _assert_iterates(xs, expected['x'], rtol=1e-6)
 
 
+def test_delta_sgd_zero_rules_differ_when_the_first_gradient_is_zero():
+  """g(x_0) = 0 on minibatch 1: step 1 does not move, so at step 2 ||dx|| = 0 < ||dg||. The
+  paper's rule gives eta = gamma 0 / (2 ||dg||) = 0 (the client stops for the round); the
+  authors' code ('grow') takes the growth term."""
+  _, grad_fn, x0 = ref.logistic_problem(0, 6)
+  zero_first = lambda x, k: [np.zeros_like(a) for a in x] if k == 1 else grad_fn(x, k)
+  for zero_rule in ('paper', 'grow'):
+    hparams = optimizers.DeltaSGDHParams(zero_rule=zero_rule)
+    xs, states = _run_optimizer(delta_sgd.DeltaSGD(hparams), x0, zero_first, 6)
+    expected = ref.delta_sgd(x0, zero_first, 6, zero_rule=zero_rule)
+    etas = [float(s[delta_sgd.ETA]) for s in states]
+    np.testing.assert_allclose(etas, expected['eta'], rtol=1e-6)
+    _assert_iterates(xs, expected['x'])
+    assert np.all(np.isfinite(etas)) and np.all(np.isfinite(np.concatenate(xs[-1])))
+    if zero_rule == 'paper':
+      assert etas[1:] == [0.0] * 5 and float(states[-1][delta_sgd.THETA]) == 0.0
+    else:
+      assert etas[1] == pytest.approx(0.2 * np.sqrt(1.1)) and min(etas[1:]) > 0
+
+
 def test_delta_sgd_zero_gradient_everywhere_gives_no_nan():
   grad_fn = lambda x, k: [np.zeros(2)]
   xs, states = _run_optimizer(optimizers.build_delta_sgd(), [np.ones(2)], grad_fn, 5)
@@ -289,6 +311,21 @@ def test_sps_matches_reference(mode):
   assert _max_difference(xs, other['x']) > SEPARATION
 
 
+def test_sps_small_gradient_rule_of_smooth_iter():
+  """The official smooth_iter takes a zero step when ||g|| < 1e-8, and caps the next step's
+  growth from that zero."""
+  steps = 4
+  loss_fn, grad_fn, x0 = ref.logistic_problem(4, steps)
+  tiny = lambda x, k: [1e-10 * g for g in grad_fn(x, k)] if k == 2 else grad_fn(x, k)
+  expected = ref.sps(x0, tiny, loss_fn, steps, grad_norm_tol=1e-8)
+  model = _ProblemModel(x0, loss_fn, tiny)
+  xs, states = _run_local_step(sps.sps_step(), model, steps)
+  etas = [float(s[sps.ETA]) for s in states]
+  np.testing.assert_allclose(etas, expected['eta'], rtol=RTOL)
+  assert etas[1:] == [0.0] * 3
+  _assert_iterates(xs, expected['x'])
+
+
 def test_sps_step_cap_of_constant_mode():
   steps = 6
   loss_fn, grad_fn, x0 = ref.logistic_problem(4, steps)
@@ -302,7 +339,12 @@ def test_sps_step_cap_of_constant_mode():
 
 @pytest.mark.parametrize(
   'kwargs, message',
-  [(dict(c=0.0), 'c must be > 0'), (dict(c=-1.0), 'c must be > 0'), (dict(mode='x'), 'mode')],
+  [
+    (dict(c=0.0), 'c must be > 0'),
+    (dict(c=-1.0), 'c must be > 0'),
+    (dict(mode='x'), 'mode'),
+    (dict(eta_max=0.5), "eta_max caps mode 'constant' only"),
+  ],
 )
 def test_sps_bad_hyperparameters(kwargs, message):
   with pytest.raises(ValueError, match=message):
@@ -407,3 +449,59 @@ def test_delta_sgd_in_tffs_own_fed_avg():
     state = output.state
     losses.append(output.metrics['client_work']['train']['loss'])
   assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize('name', ['delta_sgd', 'sps'])
+def test_scaffold_control_variate_with_adaptive_steps(name):
+  """Under SCAFFOLD, c_i+ = c_i - c + (x_t - y) / (sum of the steps taken): the step-weighted
+  mean of the corrected gradients (K eta_l for SGD), checked against the NumPy rule run on
+  the corrected gradient g - c_i + c in the order the local loop visits the minibatches."""
+  steps = 6
+  loss_fn, grad_fn, x0 = ref.logistic_problem(7, steps)
+  c = [np.full(a.shape, 0.03) for a in x0]
+  c_i = [np.linspace(-0.05, 0.05, a.size).reshape(a.shape) for a in x0]
+  seed = np.array([1, 5], np.int64)
+  perm = seeds.epoch_permutations(steps, 1, tf.constant(seed)).numpy()[0]
+  corrected = lambda x, k: [
+    g + ci - cc for g, ci, cc in zip(grad_fn(x, int(perm[k - 1]) + 1), c, c_i)
+  ]
+  if name == 'delta_sgd':
+    expected = ref.delta_sgd(x0, corrected, steps)
+  else:
+    loss_k = lambda x, k: loss_fn(x, int(perm[k - 1]) + 1)
+    expected = ref.sps(x0, corrected, loss_k, steps, grad_norm_tol=1e-8)
+  model = _ProblemModel(x0, loss_fn, grad_fn)
+  model.non_trainable_variables = []
+  algorithm = algorithms.build_scaffold(
+    lambda: model,
+    algorithms.ClientTrainingConfig(_config(name), batch_size=1),
+    optimizers.build_fedavg_sgd(1.0),
+    num_clients=10,
+  )
+  output = algorithm.client_update(
+    model,
+    tff.learning.models.ModelWeights([tf.constant(a, tf.float32) for a in x0], []),
+    {'k': tf.constant(np.arange(1, steps + 1), tf.int64)},
+    tf.constant(seed),
+    tf.constant(2.0),  # eta_l: unused by these rules, and far from their mean step
+    tuple(tf.constant(a, tf.float32) for a in c),
+    tuple(tf.constant(a, tf.float32) for a in c_i),
+  )
+  y = expected['x'][-1]
+  total_step = sum(expected['eta'])
+  for ours, x, yy, ci, cc in zip(output.state, x0, y, c_i, c):
+    np.testing.assert_allclose(ours.numpy(), ci - cc + (x - yy) / total_step, rtol=1e-4, atol=1e-6)
+  for u, x, yy in zip(output.update, x0, y):
+    np.testing.assert_allclose(u.numpy(), x - yy, rtol=1e-4, atol=1e-6)
+  assert float(output.stats['step_size']) == pytest.approx(total_step / steps, rel=1e-4)
+  assert abs(total_step / steps - 2.0) > 0.5  # so K eta_l in place of the sum would fail
+
+
+def test_scaffold_refuses_preconditioned_client_optimizers():
+  with pytest.raises(ValueError, match="client optimizer 'adagrad' preconditions per coordinate"):
+    algorithms.build_scaffold(
+      lambda: None,
+      algorithms.ClientTrainingConfig(_config('adagrad', learning_rate=0.1)),
+      optimizers.build_fedavg_sgd(1.0),
+      num_clients=10,
+    )

@@ -603,7 +603,19 @@ _BAD_INPUT = {
   ),
   'delta_sgd_schedule': (
     ['--task=synthetic', '--client_optimizer=delta_sgd', '--client_lr_schedule=step_decay'],
-    ["client optimizer 'delta_sgd' sets its own step sizes", "got 'step_decay'"],
+    ['--client_lr_schedule=step_decay', "client optimizer 'delta_sgd' sets its own step sizes"],
+  ),
+  'sps_eta_max_without_constant': (
+    ['--task=synthetic', '--client_optimizer=sps', '--sps_eta_max=0.5'],
+    ['--sps_eta_max caps --sps_mode=constant only, got --sps_mode=smooth_iter'],
+  ),
+  'scaffold_adam': (
+    ['--task=synthetic', '--algorithm=scaffold', '--client_optimizer=adam'],
+    ['--client_optimizer=adam cannot run under --algorithm=scaffold', 'sgd, sgdm, sps, delta_sgd'],
+  ),
+  'float32_overflow': (
+    ['--task=synthetic', '--client_optimizer=delta_sgd', '--delta_sgd_eta0=1e39'],
+    ['--delta_sgd_eta0 must be at most 3.403e+38 in magnitude, got 1e+39'],
   ),
   'adaptive_variant': (
     ['--task=synthetic', '--adaptive_variant=nope'],

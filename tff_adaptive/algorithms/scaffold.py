@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 from tff_adaptive.algorithms import base
 from tff_adaptive.core import tree
 from tff_adaptive.core import validation
+from tff_adaptive.optimizers import client as client_optimizers
 
 
 class Scaffold(base.Algorithm):
@@ -32,7 +33,11 @@ class Scaffold(base.Algorithm):
   In this library's sign the client update is u_i = x_t - y = -Delta y_i, so
   c_i+ = c_i - c + u_i / (K eta_l). K is the number of local steps the client took and eta_l
   the round's client learning rate. With a momentum client optimizer the corrected gradient
-  feeds the momentum (the paper assumes SGD).
+  feeds the momentum (the paper assumes SGD). With client optimizers that choose their own
+  scalar step sizes (SPS, Delta-SGD), K eta_l is the sum of the steps taken, so u_i / (K eta_l)
+  is still the step-weighted mean corrected gradient; per-coordinate preconditioners (Adam,
+  Adagrad) have no such mean and are refused. The weights n_i are the client weights (1 with
+  uniform weighting).
   """
 
   name = 'scaffold'
@@ -42,6 +47,13 @@ class Scaffold(base.Algorithm):
     """As `base.Algorithm`, plus num_clients: N, the size of the client population (>= 1)."""
     validation.check_int('num_clients', num_clients, 1)
     super().__init__(*args, **kwargs)
+    name, registered = self.client.optimizer.name, client_optimizers.CLIENT_OPTIMIZERS
+    if not registered[name].scalar_step:
+      raise ValueError(
+        f"scaffold's control variates need a client optimizer with scalar steps; client "
+        f'optimizer {name!r} preconditions per coordinate (valid: '
+        f'{", ".join(n for n in registered if registered[n].scalar_step)})'
+      )
     self.num_clients = num_clients
 
   def server_extra_init(self, specs):

@@ -135,11 +135,15 @@ class ClientOptimizerEntry:
     hparams: the config fields it reads besides the name (recorded in hparams.json).
     reads_learning_rate: False for rules that set their own step sizes (no learning rate, only
       the constant schedule).
+    scalar_step: True where x_t - x_K is a sum of scalar steps times (momentum-averaged)
+      gradients, so that (x_t - x_K) / (sum of steps) is a mean gradient (SCAFFOLD's control
+      variate); False for per-coordinate preconditioners (Adam, Adagrad).
   """
 
   build: Callable[[ClientOptimizerConfig], ClientRule]
   hparams: tuple[str, ...] = ()
   reads_learning_rate: bool = True
+  scalar_step: bool = True
 
 
 CLIENT_OPTIMIZERS: registry.Registry[ClientOptimizerEntry] = registry.Registry(
@@ -161,8 +165,11 @@ CLIENT_OPTIMIZERS: registry.Registry[ClientOptimizerEntry] = registry.Registry(
         )
       ),
       ('beta_1', 'beta_2', 'epsilon'),
+      scalar_step=False,
     ),
-    'adagrad': ClientOptimizerEntry(lambda c: optimizer_rule(_adagrad(c)), ('epsilon',)),
+    'adagrad': ClientOptimizerEntry(
+      lambda c: optimizer_rule(_adagrad(c)), ('epsilon',), scalar_step=False
+    ),
     'sps': ClientOptimizerEntry(_sps, ('sps',), reads_learning_rate=False),
     'delta_sgd': ClientOptimizerEntry(_delta_sgd, ('delta_sgd',), reads_learning_rate=False),
   },

@@ -7,13 +7,15 @@ github.com/IssamLaradji/sps). Step k on minibatch k, with f_k(x) its loss and g 
 
   p_k   = (f_k(x_{k-1}) - f*) / (c ||g||^2 + eps)          # the Polyak step, eps = 1e-8
   eta_k = min(gamma^(1/n) eta_{k-1}, p_k),  eta_0 = 1     # mode 'smooth_iter' (default)
-  eta_k = min(p_k, eta_max) (0 if f_k < f*)               # mode 'constant'
-  x_k   = x_{k-1} - eta_k g
+          (0 if ||g|| < 1e-8, which the next step's cap then starts from)
+  eta_k = min(p_k, eta_max)                               # mode 'constant'
+  x_k   = x_{k-1} - eta_k g                               (eta_k = 0 whenever f_k < f*)
 
 'smooth_iter' is the official implementation's default (`Sps(adapt_flag='smooth_iter')`,
-gamma = 2, n = n_batches_per_epoch = 500, init_step_size = 1): the step can grow by at most
-gamma^(1/n) per step, its cap. The Delta-SGD authors' federated code instead builds
-`Sps(adapt_flag='constant')` without eta_max (no cap): `mode='constant'` here. The step state
+gamma = 2, n = n_batches_per_epoch = 500, init_step_size = 1, and its rule that a gradient norm
+below 1e-8 gives a zero step): the step can grow by at most gamma^(1/n) per step, its cap. The
+Delta-SGD authors' federated code instead builds `Sps(adapt_flag='constant')` without eta_max
+(no cap) in a copy whose small-gradient rule is disabled: `mode='constant'` here. The step state
 starts afresh for every client in every round, as every client optimizer's does.
 
 SPS needs the minibatch loss, not only its gradient, so it is a local-step hook
@@ -49,6 +51,8 @@ class SPSHParams:
     n_batches_per_epoch: smooth_iter's n, >= 1 (500, the official class default).
     eta_max: optional cap of 'constant', > 0 (None: no cap).
     eps: added to the denominator, >= 0 (1e-8).
+    grad_norm_tol: 'smooth_iter' takes a zero step when ||g|| is below it (the official code's
+      1e-8); None: never.
   """
 
   c: float = 0.5
@@ -59,6 +63,7 @@ class SPSHParams:
   n_batches_per_epoch: int = 500
   eta_max: float | None = None
   eps: float = 1e-8
+  grad_norm_tol: float | None = 1e-8
 
   def __post_init__(self):
     if not self.c > 0:
@@ -73,6 +78,8 @@ class SPSHParams:
       raise ValueError(f'sps n_batches_per_epoch must be >= 1, got {self.n_batches_per_epoch}')
     if self.eta_max is not None and not self.eta_max > 0:
       raise ValueError(f'sps eta_max must be > 0, got {self.eta_max}')
+    if self.eta_max is not None and self.mode != 'constant':
+      raise ValueError(f"sps eta_max caps mode 'constant' only; mode is {self.mode!r}")
     if not self.eps >= 0:
       raise ValueError(f'sps eps must be >= 0, got {self.eps}')
 
@@ -84,13 +91,15 @@ def polyak_step(loss: tf.Tensor, grad_norm_sq: tf.Tensor, hparams: SPSHParams) -
 
 def step_size(eta_prev: tf.Tensor, loss: tf.Tensor, grad_norm_sq: tf.Tensor, hparams: SPSHParams):
   """eta_k of the chosen mode (see the module docstring)."""
-  p = polyak_step(loss, grad_norm_sq, hparams)
+  p = tf.where(loss < hparams.f_star, 0.0, polyak_step(loss, grad_norm_sq, hparams))
   if hparams.mode == 'smooth_iter':
-    return tf.minimum(hparams.gamma ** (1.0 / hparams.n_batches_per_epoch) * eta_prev, p)
-  eta = tf.where(loss < hparams.f_star, tf.zeros_like(p), p)
+    eta = tf.minimum(hparams.gamma ** (1.0 / hparams.n_batches_per_epoch) * eta_prev, p)
+    if hparams.grad_norm_tol is not None:
+      eta = tf.where(grad_norm_sq < hparams.grad_norm_tol**2, 0.0, eta)
+    return eta
   if hparams.eta_max is not None:
-    eta = tf.minimum(eta, hparams.eta_max)
-  return eta
+    p = tf.minimum(p, hparams.eta_max)
+  return p
 
 
 def sps_step(
