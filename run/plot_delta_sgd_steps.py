@@ -29,9 +29,9 @@ from absl import flags
 from run import tf_noise
 
 with tf_noise.filtered_import_noise():
-  import tensorflow_federated as tff
-
+  import tensorflow as tf
 import matplotlib  # noqa: E402
+import tensorflow_federated as tff  # noqa: E402
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
@@ -78,6 +78,9 @@ def trace_step_sizes(model, features, seed, batch_size, epochs, hparams):
 
 def main(argv):
   del argv
+  # Eagerly, TFF's traced forward_pass would keep the first step's dropout masks for every
+  # step; running functions eagerly draws each step's masks from its seed, as the engines do.
+  tf.config.run_functions_eagerly(True)
   task = tasks.build_task(
     tasks.TaskConfig('fmnist', seed=FLAGS.seed, dirichlet_alpha=FLAGS.dirichlet_alpha)
   )

@@ -39,16 +39,6 @@ def local_step_seed(seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
   return tf.stack([seed[0], seed[1] * 1_000_003 + tf.cast(step, tf.int64)])
 
 
-def sibling_step_seed(step_seed: tf.Tensor) -> tf.Tensor:
-  """A second int64[2] seed for a step that runs a second forward pass (its own dropout masks).
-
-  (seed[0], -1 - seed[1]): `local_step_seed`'s second component is >= 0, so no step's seed is
-  anyone's sibling.
-  """
-  step_seed = tf.cast(step_seed, tf.int64)
-  return tf.stack([step_seed[0], -1 - step_seed[1]])
-
-
 def epoch_permutations(n: tf.Tensor, epochs: int, seed: tf.Tensor) -> tf.Tensor:
   """[epochs, n] int32: a stateless random permutation of range(n) per epoch."""
   seed = tf.cast(seed, tf.int64)

@@ -19,7 +19,7 @@ The paper's rule is the default. The authors' public code (github.com/jlylekim/a
 
 | option | paper (default) | authors' code |
 |---|---|---|
-| `gradient` | `'paper'`: g(x_k) is the gradient the next step takes anyway (on the next minibatch); one gradient per step | `'same_batch'`: g(x_{k-1}) is recomputed on the current minibatch, a second gradient evaluation per step (a second forward pass: its own dropout masks, as the code's two networks draw theirs) |
+| `gradient` | `'paper'`: g(x_k) is the gradient the next step takes anyway (on the next minibatch); one gradient per step | `'same_batch'`: g(x_{k-1}) is recomputed on the current minibatch, a second gradient evaluation per step (with the step's dropout masks; the code's two networks draw independent ones) |
 | `first_step` | `'paper'`: step 1 uses eta_0 | `'grown'`: step 1 uses eta_0 sqrt(1 + delta theta_0) (its previous iterate equals the current one) |
 | `zero_rule` | `'paper'`: ||dg|| = 0 means no curvature bound (the growth candidate) | `'grow'`: ||dx|| = 0 or ||dg|| = 0 -> the growth candidate |
 | `eps` | 0 | 1e-8 added to the step whenever the min is taken |
@@ -42,7 +42,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive.core import local_loop
-from tff_adaptive.core import seeds
 from tff_adaptive.core import tree
 
 GRADIENTS = ('paper', 'same_batch')
@@ -260,14 +259,13 @@ def delta_sgd_step(
     with tf.control_dependencies(current):
       _, grads = local_loop.loss_and_gradients(model, batch, step_seed)
     grads = transformed(grads, model)
-    # g(x_{k-1}) on this minibatch: the model holds x_{k-1} for one more forward pass, with its
-    # own dropout masks (the authors' code runs two networks, each drawing its masks).
+    # g(x_{k-1}) on this minibatch: the model holds x_{k-1} for one more forward pass. It has
+    # the step's dropout masks: TFF's forward_pass is a traced function that fixes them per
+    # step (the authors' code runs two networks, which draw independent masks).
     with tf.control_dependencies(grads):
       moved = [v.assign(x) for v, x in zip(trainable, tf.nest.flatten(state[X_PREV]))]
     with tf.control_dependencies(moved):
-      _, previous = local_loop.loss_and_gradients(
-        model, batch, seeds.sibling_step_seed(step_seed), record_metrics=False
-      )
+      _, previous = local_loop.loss_and_gradients(model, batch, step_seed, record_metrics=False)
       previous = transformed(previous, model)
     state, new_weights = optimizer.step(state, current, grads, previous)
     with tf.control_dependencies(previous):
