@@ -120,6 +120,7 @@ def main(argv):
       server_learning_rate=config.server.learning_rate,
       server_lr_schedule=config.server_lr_schedule,
       num_clients=len(task.client_ids),
+      **({'fedpa': config.fedpa} if config.fedpa is not None else {}),
     ),
   )
   print(

@@ -16,6 +16,8 @@ import tasks
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import registry
+from tff_adaptive.algorithms import fedpa as fedpa_algorithm
+from tff_adaptive.algorithms import fedpa_math
 from tff_adaptive.engines import inprocess
 from tff_adaptive.loop import sampling
 from tff_adaptive.optimizers import client as client_optimizers
@@ -137,6 +139,32 @@ flags.DEFINE_float(
   'delta_sgd_eps', 0.0, "Delta-SGD: added to the step when the min is taken (authors' code 1e-8)."
 )
 flags.DEFINE_integer('client_epochs_per_round', 1, 'Local epochs E.')
+# FedPA (Al-Shedivat et al. 2021), --algorithm=fedpa.
+flags.DEFINE_integer(
+  'fedpa_burnin_rounds',
+  0,
+  'FedPA: rounds whose clients send FedAvg deltas before posterior-averaged ones (< total_rounds).',
+)
+flags.DEFINE_integer(
+  'fedpa_burnin_epochs',
+  1,
+  'FedPA: local IASG burn-in epochs per round; each later epoch gives one posterior sample '
+  '(l = client_epochs_per_round - fedpa_burnin_epochs >= 1).',
+)
+flags.DEFINE_float(
+  'fedpa_shrinkage',
+  0.01,
+  'FedPA shrinkage rho (form paper: >= 0, rho_l = 1/(1+(l-1) rho); form convex: (0, 1]).',
+)
+flags.DEFINE_string(
+  'fedpa_shrinkage_form',
+  'paper',
+  'FedPA shrinkage parametrisation: paper (Theorem 3, Table 6 values) or convex '
+  '(Sigma = rho I + (1 - rho) S).',
+)
+flags.DEFINE_string(
+  'fedpa_solver', 'dp', 'FedPA delta: dp (App. C, O(l^2 d)) or exact (d x d solve, small models).'
+)
 flags.DEFINE_integer('client_batch_size', None, "Local batch size B (default: task's).")
 # Loop.
 flags.DEFINE_integer('clients_per_round', None, "Clients per round (default: task's).")
@@ -198,6 +226,7 @@ class ExperimentConfig:
   client_sampler: str = 'tff'
   xla: bool = False
   runtime: RuntimeConfig = RuntimeConfig()
+  fedpa: fedpa_algorithm.FedPAHParams | None = None
 
 
 def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
@@ -224,6 +253,7 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
     'seed': config.seed,
     'client_sampler': config.client_sampler,
     'xla': config.xla,
+    **({'fedpa': dataclasses.asdict(config.fedpa)} if config.fedpa is not None else {}),
     # total_rounds may grow on a rerun (extending a run) unless a schedule depends on it,
     # in which case the schedule's record holds it too (and is fingerprinted).
     'runtime': {'total_rounds': config.total_rounds, **dataclasses.asdict(config.runtime)},
@@ -280,7 +310,51 @@ def ignored_flags(config: ExperimentConfig) -> list[str]:
   for flag, field in {'client_learning_rate': 'learning_rate', **_CLIENT_FLAG_FIELDS}.items():
     if FLAGS[flag].present and field not in client:
       lines.append(f'--{flag} is ignored by client optimizer {config.client.optimizer.name!r}')
+  if config.algorithm != 'fedpa':
+    for flag in _FEDPA_FLAGS:
+      if FLAGS[flag].present:
+        lines.append(f'--{flag} is ignored by algorithm {config.algorithm!r}')
   return lines
+
+
+_FEDPA_FLAGS = (
+  'fedpa_burnin_rounds',
+  'fedpa_burnin_epochs',
+  'fedpa_shrinkage',
+  'fedpa_shrinkage_form',
+  'fedpa_solver',
+)
+
+
+def _fedpa_from_flags(total_rounds: int, epochs: int) -> fedpa_algorithm.FedPAHParams | None:
+  """FedPA's hyperparameters from the flags (None for other algorithms)."""
+  if FLAGS.algorithm != 'fedpa':
+    return None
+  for name in ('fedpa_burnin_rounds', 'fedpa_burnin_epochs'):
+    if FLAGS[name].value < 0:
+      raise ValueError(f'--{name} must be >= 0, got {FLAGS[name].value}')
+  if FLAGS.fedpa_burnin_rounds >= total_rounds:
+    raise ValueError(
+      f'--fedpa_burnin_rounds={FLAGS.fedpa_burnin_rounds} must be < --total_rounds='
+      f'{total_rounds}: FedPA would never leave its FedAvg burn-in'
+    )
+  if FLAGS.fedpa_burnin_epochs >= epochs:
+    raise ValueError(
+      f'--fedpa_burnin_epochs={FLAGS.fedpa_burnin_epochs} leaves no posterior sample: it must be '
+      f'< --client_epochs_per_round={epochs} (one sample per epoch after the burn-in)'
+    )
+  form = FLAGS.fedpa_shrinkage_form
+  try:
+    fedpa_math.check_shrinkage(FLAGS.fedpa_shrinkage, form)
+  except ValueError as e:
+    raise ValueError(f'--fedpa_shrinkage/--fedpa_shrinkage_form: {e}') from None
+  return fedpa_algorithm.FedPAHParams(
+    burnin_rounds=FLAGS.fedpa_burnin_rounds,
+    burnin_epochs=FLAGS.fedpa_burnin_epochs,
+    shrinkage=FLAGS.fedpa_shrinkage,
+    shrinkage_form=form,
+    solver=FLAGS.fedpa_solver,
+  )
 
 
 def _choice(name: str, value: str, valid) -> str:
@@ -320,6 +394,8 @@ def experiment_config_from_flags() -> ExperimentConfig:
   _choice('delta_sgd_gradient', FLAGS.delta_sgd_gradient, delta_sgd.GRADIENTS)
   _choice('delta_sgd_first_step', FLAGS.delta_sgd_first_step, delta_sgd.FIRST_STEPS)
   _choice('delta_sgd_zero_rule', FLAGS.delta_sgd_zero_rule, delta_sgd.ZERO_RULES)
+  _choice('fedpa_shrinkage_form', FLAGS.fedpa_shrinkage_form, fedpa_math.SHRINKAGE_FORMS)
+  _choice('fedpa_solver', FLAGS.fedpa_solver, fedpa_algorithm.SOLVERS)
   for name in FLAGS:
     flag = FLAGS[name]
     if isinstance(flag.parser, flags.FloatParser) and flag.value is not None:
@@ -432,6 +508,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
     )
   except ValueError as e:
     raise ValueError(f'{e} (check the matching flag)') from None
+  fedpa_hparams = _fedpa_from_flags(total_rounds, FLAGS.client_epochs_per_round)
   return ExperimentConfig(
     task=tasks.TaskConfig(
       name=FLAGS.task,
@@ -459,6 +536,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
       device=FLAGS.device,
     ),
+    fedpa=fedpa_hparams,
   )
 
 

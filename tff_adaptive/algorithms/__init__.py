@@ -1,7 +1,8 @@
 """Federated algorithms, one module each, written once as pure TF parts (see `base`).
 
 * `fedopt`: FedAvg / FedAvgM / FedAdagrad / FedAdam / FedYogi (Reddi et al. 2021);
-* `scaffold`: SCAFFOLD Option II (Karimireddy et al. 2020; Reddi et al. 2021 Alg. 6).
+* `scaffold`: SCAFFOLD Option II (Karimireddy et al. 2020; Reddi et al. 2021 Alg. 6);
+* `fedpa`: federated posterior averaging (Al-Shedivat et al. 2021), its math in `fedpa_math`.
 
 `ALGORITHMS` maps the trainer's `--algorithm` names to builders taking `AlgorithmInputs`.
 """
@@ -18,6 +19,10 @@ from tff_adaptive.algorithms.base import ClientOutput
 from tff_adaptive.algorithms.base import ClientTrainingConfig
 from tff_adaptive.algorithms.fedopt import FedOpt
 from tff_adaptive.algorithms.fedopt import build_fedopt
+from tff_adaptive.algorithms.fedpa import FedPA
+from tff_adaptive.algorithms.fedpa import FedPAHParams
+from tff_adaptive.algorithms.fedpa import build_fedpa
+from tff_adaptive.algorithms.fedpa import build_fedpa_client_work
 from tff_adaptive.algorithms.scaffold import Scaffold
 from tff_adaptive.algorithms.scaffold import build_scaffold
 from tff_adaptive.optimizers import schedules
@@ -34,6 +39,7 @@ class AlgorithmInputs:
     server_learning_rate: eta at round 0 (for the server schedule).
     server_lr_schedule: the server learning-rate schedule.
     num_clients: N, the training population.
+    fedpa: FedPA's hyperparameters (read by 'fedpa' only).
   """
 
   model_fn: Callable[[], tff.learning.models.VariableModel]
@@ -42,6 +48,7 @@ class AlgorithmInputs:
   server_learning_rate: float
   server_lr_schedule: schedules.ScheduleConfig
   num_clients: int
+  fedpa: FedPAHParams = FedPAHParams()
 
   def common(self) -> dict:
     return dict(
@@ -55,6 +62,9 @@ ALGORITHMS: registry.Registry[Callable[[AlgorithmInputs], Algorithm]] = registry
     'fedopt': lambda i: build_fedopt(i.model_fn, i.client, i.server_optimizer, **i.common()),
     'scaffold': lambda i: build_scaffold(
       i.model_fn, i.client, i.server_optimizer, i.num_clients, **i.common()
+    ),
+    'fedpa': lambda i: build_fedpa(
+      i.model_fn, i.client, i.server_optimizer, fedpa=i.fedpa, **i.common()
     ),
   },
 )
@@ -73,8 +83,12 @@ __all__ = [
   'ClientOutput',
   'ClientTrainingConfig',
   'FedOpt',
+  'FedPA',
+  'FedPAHParams',
   'Scaffold',
   'build_algorithm',
   'build_fedopt',
+  'build_fedpa',
+  'build_fedpa_client_work',
   'build_scaffold',
 ]

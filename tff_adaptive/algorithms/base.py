@@ -5,7 +5,8 @@ are run: as a `tff.learning.templates.LearningProcess` on TFF's runtime, or in o
 function in this process (CPU or GPU). Round t, model x_t, sampled clients S:
 
 1. broadcast: every client receives x_t, the round's client learning rate eta_l(t) and
-   `client_broadcast(server_extra)` (e.g. SCAFFOLD's server control variate c);
+   `client_broadcast(server_extra, t)` (e.g. SCAFFOLD's server control variate c, FedPA's
+   "past the burn-in rounds" flag);
 2. client update (`client_update`): client i trains from x_t on its data and returns a
    `ClientOutput`: the update u_i = x_t - x_i (TFF's sign: initial minus trained), its weight
    w_i, per-client statistics, extras for the server, and its new state (stateful algorithms);
@@ -156,9 +157,14 @@ class Algorithm(abc.ABC):
     del specs
     return ()
 
-  def client_broadcast(self, server_extra: Any) -> Any:
-    """The part of the extra server state every sampled client receives."""
-    del server_extra
+  def client_broadcast(self, server_extra: Any, round_num: tf.Tensor) -> Any:
+    """What every sampled client receives besides x_t and eta_l(t).
+
+    Args:
+      server_extra: the extra server state (() for algorithms without one).
+      round_num: t, int32 scalar, 0 for the first round.
+    """
+    del server_extra, round_num
     return ()
 
   def server_extra_update(self, server_extra: Any, extras_mean: Any, num_clients: tf.Tensor) -> Any:
@@ -180,12 +186,13 @@ class Algorithm(abc.ABC):
   def fits_templates(self) -> bool:
     """Whether the algorithm is TFF's four template parts: no extra server or client state.
 
-    True unless clients keep state or the class overrides any extra-server-state method.
+    True unless clients keep state or the class overrides an extra-server-state method. A
+    `client_broadcast` that reads only the round number fits: the client work's state is t.
     """
     own = type(self)
     return not self.stateful_clients and all(
       getattr(own, name) is getattr(Algorithm, name)
-      for name in ('server_extra_init', 'client_broadcast', 'server_extra_update')
+      for name in ('server_extra_init', 'server_extra_update')
     )
 
   # -- Clients. --------------------------------------------------------------------------------
@@ -214,7 +221,7 @@ class Algorithm(abc.ABC):
       data: OrderedDict of the client's per-example tensors.
       seed: int64[2], the client's seed for this round.
       learning_rate: eta_l(t).
-      broadcast: `client_broadcast(server_extra)`.
+      broadcast: `client_broadcast(server_extra, t)`.
       client_state: the client's state (stateful algorithms), else ().
 
     Returns:

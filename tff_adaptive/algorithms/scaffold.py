@@ -60,8 +60,9 @@ class Scaffold(base.Algorithm):
     """c = 0."""
     return tuple(tf.zeros(s.shape, s.dtype) for s in specs)
 
-  def client_broadcast(self, server_extra):
+  def client_broadcast(self, server_extra, round_num):
     """Clients receive c."""
+    del round_num
     return server_extra
 
   def initial_client_state(self, broadcast):

@@ -15,6 +15,7 @@ from tff_adaptive.engines.base import RoundClient
 from tff_adaptive.engines.base import RoundResult
 from tff_adaptive.engines.inprocess import InProcessEngine
 from tff_adaptive.engines.tff_engine import TffEngine
+from tff_adaptive.engines.tff_engine import build_client_work
 from tff_adaptive.engines.tff_engine import build_learning_process
 
 
@@ -57,6 +58,7 @@ __all__ = [
   'RoundClient',
   'RoundResult',
   'TffEngine',
+  'build_client_work',
   'build_engine',
   'build_learning_process',
 ]

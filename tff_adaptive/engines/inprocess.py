@@ -8,7 +8,7 @@ the server state stays a nest of tensors on the device between rounds.
 
 Round t inside the function (clients i = 0..k-1 in the order given):
 
-  eta_l = schedule(t); b = client_broadcast(server extra)
+  eta_l = schedule(t); b = client_broadcast(server extra, t)
   for i: out_i = client_update(model, x_t, D_i, seed_i, eta_l, b, state_i)      (sequential)
          acc = aggregation.accumulate(acc, out_i.update, out_i.weight); sum w_i extras_i; stats
   g_t = aggregation.report(acc); x_{t+1} = ServerOpt(x_t, g_t) unless g_t is non-finite
@@ -192,7 +192,7 @@ class InProcessEngine(base.Engine):
     alg = self.algorithm
     x_t = state['model']
     lr = tf.cast(alg.client_lr_schedule(state['client_round']), tf.float32)
-    broadcast = alg.client_broadcast(state['extra'])
+    broadcast = alg.client_broadcast(state['extra'], state['client_round'])
     for v in self._model.local_variables:
       v.assign(tf.zeros_like(v))
     num_clients = tf.shape(seeds_)[0]

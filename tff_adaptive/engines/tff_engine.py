@@ -5,8 +5,9 @@ algorithms that change only the client step or the aggregation) are composed fro
 template parts with `tff.learning.templates.compose_learning_process`:
 
 * distributor: `build_broadcast_process` (x_t to every client);
-* client work: a `ClientWorkProcess` whose state is the round number t (for eta_l(t)) and whose
-  clients run `Algorithm.client_update`;
+* client work: a `ClientWorkProcess` (`build_client_work`) whose state is the round number t
+  (for eta_l(t) and the round-dependent broadcast) and whose clients run
+  `Algorithm.client_update`;
 * aggregator: the algorithm's `tff.aggregators` factory (`MeanFactory` for FedOpt);
 * finalizer: `build_apply_optimizer_finalizer(server_optimizer)` (rejects non-finite updates).
 
@@ -120,10 +121,22 @@ def _server_update_fn(algorithm, weights_type):
   return init_optimizer, server_update
 
 
-def _composed_process(
+def build_client_work(
   algorithm: algorithm_base.Algorithm,
-) -> tff.learning.templates.LearningProcess:
-  """The template route: distributor, client work, aggregator, finalizer."""
+) -> tff.learning.templates.ClientWorkProcess:
+  """The algorithm's clients as a `tff.learning.templates.ClientWorkProcess`.
+
+  Its state is the round number t (int32 at the server); each round every client receives x_t,
+  eta_l(t) and `algorithm.client_broadcast((), t)`, runs `algorithm.client_update` on its data
+  (one dataset element with all its examples and its seed, see `build_learning_process`) and
+  returns a `ClientResult` (update u_i = x_t - x_i in TFF's sign, weight w_i). Measurements:
+  `train` (the model's metrics, summed then finalized) and `client_stats` (mean/min/max of the
+  client statistics). Compose it with any distributor, `tff.aggregators` factory and finalizer
+  (`tff.learning.templates.compose_learning_process`). Only for algorithms that
+  `fits_templates` (no extra server or client state).
+  """
+  if not algorithm.fits_templates:
+    raise ValueError(f'{algorithm.name} keeps extra server or client state: no ClientWorkProcess')
   weights_type, _, finalizers = _model_types(algorithm)
   data_type = client_data_type(algorithm)
   metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
@@ -141,17 +154,22 @@ def _composed_process(
     return t + 1
 
   @tff.tensorflow.computation(np.int32)
-  def client_lr(t):
-    return tf.cast(algorithm.client_lr_schedule(t), tf.float32)
+  def round_inputs(t):
+    return collections.OrderedDict(
+      lr=tf.cast(algorithm.client_lr_schedule(t), tf.float32),
+      broadcast=algorithm.client_broadcast((), t),
+    )
 
-  @tff.tensorflow.computation(np.float32, weights_type, data_type)
-  def client_update(lr, initial_weights, data):
+  @tff.tensorflow.computation(round_inputs.type_signature.result, weights_type, data_type)
+  def client_update(received, initial_weights, data):
     model = algorithm.model_fn()
 
     @tf.function
     def train():
       features, seed = _split(data.get_single_element())
-      out = algorithm.client_update(model, initial_weights, features, seed, lr, (), ())
+      out = algorithm.client_update(
+        model, initial_weights, features, seed, received['lr'], received['broadcast'], ()
+      )
       result = tff.learning.templates.ClientResult(update=out.update, update_weight=out.weight)
       return result, model.report_local_unfinalized_metrics(), out.stats
 
@@ -163,8 +181,10 @@ def _composed_process(
     tff.FederatedType(data_type, tff.CLIENTS),
   )
   def client_next(state, weights, client_data):
-    lr = tff.federated_broadcast(tff.federated_map(client_lr, state))
-    result, model_outputs, stats = tff.federated_map(client_update, (lr, weights, client_data))
+    received = tff.federated_broadcast(tff.federated_map(round_inputs, state))
+    result, model_outputs, stats = tff.federated_map(
+      client_update, (received, weights, client_data)
+    )
     measurements = tff.federated_zip(
       collections.OrderedDict(
         train=metrics_aggregation(model_outputs), client_stats=_summarize_stats(stats)
@@ -174,11 +194,18 @@ def _composed_process(
       tff.federated_map(next_round, state), result, measurements
     )
 
-  client_work = tff.learning.templates.ClientWorkProcess(client_init, client_next)
+  return tff.learning.templates.ClientWorkProcess(client_init, client_next)
+
+
+def _composed_process(
+  algorithm: algorithm_base.Algorithm,
+) -> tff.learning.templates.LearningProcess:
+  """The template route: distributor, client work, aggregator, finalizer."""
+  weights_type, _, _ = _model_types(algorithm)
   return tff.learning.templates.compose_learning_process(
     _initial_weights_fn(algorithm),
     tff.learning.templates.build_broadcast_process(weights_type),
-    client_work,
+    build_client_work(algorithm),
     algorithm.aggregation.factory().create(weights_type.trainable, tff.TensorType(np.float32)),
     tff.learning.templates.build_apply_optimizer_finalizer(
       algorithm.server_optimizer, weights_type
@@ -245,7 +272,7 @@ def _handwritten_process(
   def broadcast(client_work):
     return collections.OrderedDict(
       lr=tf.cast(algorithm.client_lr_schedule(client_work['round_num']), tf.float32),
-      broadcast=algorithm.client_broadcast(client_work['extra']),
+      broadcast=algorithm.client_broadcast(client_work['extra'], client_work['round_num']),
     )
 
   @tff.tensorflow.computation(weights_type, broadcast.type_signature.result, data_type)

@@ -1,0 +1,231 @@
+"""FedPA: federated posterior averaging (IASG samples, shrinkage covariance, DP client deltas).
+
+Al-Shedivat, Gillenwater, Xing, Rostamizadeh. "Federated Learning via Posterior Averaging: A New
+Perspective and Practical Algorithms." ICLR 2021, Algorithms 1, 3 and 4, Theorem 3, App. C.
+
+The server is FedOpt's (any server optimizer on the weighted mean of the client deltas); what
+changes is the client delta. FedAvg's x_t - x_K estimates the global posterior mode as if every
+local posterior covariance were I, which biases it under heterogeneity; FedPA's clients return
+Sigma_hat^-1 (x_t - mu_hat), mu_hat and Sigma_hat estimated from approximate samples of their
+local posterior, which makes the server's fixed point the global posterior mode (Prop. 2).
+"""
+
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.algorithms import base
+from tff_adaptive.algorithms import fedpa_math
+from tff_adaptive.core import local_loop
+from tff_adaptive.core import tree
+from tff_adaptive.core import validation
+
+DP = 'dp'
+EXACT = 'exact'
+SOLVERS = (DP, EXACT)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedPAHParams:
+  """FedPA's hyperparameters (the paper's Table 6 names).
+
+  Attributes:
+    burnin_rounds: rounds whose clients return FedAvg deltas x_t - x_K before FedPA's (the
+      paper's "burn-in phase", Sec. 5; Table 6: 100 EMNIST, 400 CIFAR-100, 800 StackOverflow).
+    burnin_epochs: local epochs of IASG burn-in in every FedPA round; each later epoch gives
+      one sample, the average of that epoch's iterates, so l = E - burnin_epochs (>= 1). 1 is
+      the authors' code (its first pass over the data is never a sample).
+    shrinkage: rho of the shrinkage covariance, in `shrinkage_form`.
+    shrinkage_form: 'paper' (rho >= 0, rho_l = 1 / (1 + (l - 1) rho): the paper's Table 6 and
+      the authors' code) or 'convex' (Sigma = rho I + (1 - rho) S, rho in (0, 1]); see
+      `fedpa_math`.
+    solver: 'dp' (App. C, O(l^2 d) time, O(l d) memory) or 'exact' (forms Sigma_hat and solves:
+      O(d^2) memory, O(d^3) time; for checks and the overhead benchmark on small models).
+  """
+
+  burnin_rounds: int = 0
+  burnin_epochs: int = 1
+  shrinkage: float = 0.01
+  shrinkage_form: str = fedpa_math.PAPER
+  solver: str = DP
+
+  def __post_init__(self):
+    validation.check_int('fedpa burnin_rounds', self.burnin_rounds, 0)
+    validation.check_int('fedpa burnin_epochs', self.burnin_epochs, 0)
+    fedpa_math.check_shrinkage(self.shrinkage, self.shrinkage_form)
+    if self.solver not in SOLVERS:
+      raise ValueError(f'unknown FedPA solver {self.solver!r}; valid choices: {", ".join(SOLVERS)}')
+
+  def num_samples(self, epochs: int) -> int:
+    """l = E - burnin_epochs."""
+    return epochs - self.burnin_epochs
+
+
+class _Samples:
+  """Accumulates a client's posterior samples: the DP state, or the samples themselves."""
+
+  def __init__(self, solver: str, num_samples: int, rho: float):
+    self.solver, self.num_samples, self.rho = solver, num_samples, rho
+
+  def init(self, x0: tuple[tf.Tensor, ...]) -> Any:
+    if self.solver == DP:
+      return fedpa_math.dp_init(x0, self.num_samples)
+    zeros = tuple(tf.zeros([self.num_samples] + x.shape.as_list(), x.dtype) for x in x0)
+    return tf.constant(0, tf.int32), zeros
+
+  def add(self, acc: Any, sample: tuple[tf.Tensor, ...]) -> Any:
+    if self.solver == DP:
+      return fedpa_math.dp_update(acc, sample, self.rho)
+    count, samples = acc
+    samples = tuple(
+      tf.tensor_scatter_nd_update(s, [[count]], x[tf.newaxis]) for s, x in zip(samples, sample)
+    )
+    return count + 1, samples
+
+  def count(self, acc: Any) -> tf.Tensor:
+    return acc.count if self.solver == DP else acc[0]
+
+  def delta(self, acc: Any, x0: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, ...]:
+    if self.solver == DP:
+      return fedpa_math.dp_delta(acc, self.rho)
+    return fedpa_math.posterior_delta_exact(x0, acc[1], self.rho)
+
+
+class FedPA(base.Algorithm):
+  """FedPA (Al-Shedivat et al. 2021, Algorithms 1, 3, 4). Round t, client i, K local steps::
+
+    x <- ClientOpt(x, grad f_i(x; batch))      E epochs from x_t (IASG, Algorithm 4)
+    x_1..x_l: x_s = the mean of the iterates after every step of epoch b + s - 1
+              (b = burnin_epochs, l = E - b: one sample per epoch after the burn-in)
+    mu_hat = mean_s x_s;  Sigma_hat = rho_l I + (1 - rho_l) S_l   (shrinkage, Theorem 3)
+    u_i = Sigma_hat^-1 (x_t - mu_hat)          by the DP of App. C (rounds t >= burnin_rounds)
+    u_i = x_t - x_K                            (FedAvg, rounds t < burnin_rounds)
+    g_t = sum w_i u_i / sum w_i,  x_{t+1} = ServerOpt(x_t, g_t)
+
+  u_i has TFF's sign (initial minus trained, as FedAvg's x_t - x_K; the paper's
+  Sigma^-1 (theta - mu)). With l = 1, u_i = x_t - x_1; with Sigma_hat = I (rho = 0 in the paper
+  form, 1 in the convex form), u_i = x_t - mu_hat. A client whose u_i has a non-finite value
+  sends zeros with weight 0 (as the authors' code), counted in `delta_non_finite`; if every
+  client does, g_t = 0 and the model stays. Client statistics: `local_steps`, the client
+  optimizer's own, `delta_non_finite` and `delta_correction` = ||u_i - (x_t - x_K)|| /
+  ||x_t - x_K|| (0 in burn-in rounds).
+  """
+
+  name = 'fedpa'
+
+  def __init__(self, *args: Any, fedpa: FedPAHParams = FedPAHParams(), **kwargs: Any):
+    """As `base.Algorithm`, plus `fedpa`: FedPA's hyperparameters."""
+    super().__init__(*args, **kwargs)
+    self.fedpa = fedpa
+    self.num_samples = fedpa.num_samples(self.client.epochs)
+    if self.num_samples < 1:
+      raise ValueError(
+        f'FedPA needs at least one posterior sample: client epochs ({self.client.epochs}) must '
+        f'exceed fedpa burnin_epochs ({fedpa.burnin_epochs})'
+      )
+    self.rho = fedpa_math.paper_rho(fedpa.shrinkage, self.num_samples, fedpa.shrinkage_form)
+
+  def client_broadcast(self, server_extra, round_num):
+    """Clients learn whether the round is past the server burn-in (t >= burnin_rounds)."""
+    del server_extra
+    return tf.greater_equal(round_num, self.fedpa.burnin_rounds)
+
+  def _sampling_step(
+    self, inner: local_loop.LocalStep, x0: tuple[tf.Tensor, ...], steps_per_epoch, sampling
+  ) -> local_loop.LocalStep:
+    """`inner`, plus IASG: per-epoch iterate means after the burn-in epochs, fed to `_Samples`."""
+    samples = _Samples(self.fedpa.solver, self.num_samples, self.rho)
+    burnin = self.fedpa.burnin_epochs
+
+    def init(model):
+      zeros = tuple(tf.zeros_like(x) for x in x0)
+      return inner.init(model), tf.constant(0, tf.int32), zeros, samples.init(x0)
+
+    def apply(model, batch, step_seed, state):
+      inner_state, i, iterate_sum, acc = state
+      inner_state = inner.apply(model, batch, step_seed, inner_state)
+      collect = tf.logical_and(sampling, i // steps_per_epoch >= burnin)
+      epoch_end = tf.equal(i % steps_per_epoch, steps_per_epoch - 1)
+
+      def collect_fn():
+        total = tuple(s + v.read_value() for s, v in zip(iterate_sum, model.trainable_variables))
+
+        def new_sample():
+          mean = tuple(s / tf.cast(steps_per_epoch, s.dtype) for s in total)
+          return tuple(tf.zeros_like(s) for s in total), samples.add(acc, mean)
+
+        return tf.cond(epoch_end, new_sample, lambda: (total, acc))
+
+      iterate_sum, acc = tf.cond(collect, collect_fn, lambda: (iterate_sum, acc))
+      return inner_state, i + 1, iterate_sum, acc
+
+    return local_loop.LocalStep(init, apply), samples
+
+  def client_update(
+    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
+  ):
+    del client_state
+    sampling = tf.convert_to_tensor(broadcast, tf.bool)
+    x0 = tuple(tf.convert_to_tensor(x) for x in initial_weights.trainable)
+    n = local_loop.num_examples(data)
+    steps_per_epoch = (n + self.client.batch_size - 1) // self.client.batch_size
+    step, samples = self._sampling_step(
+      self.local_step(learning_rate), x0, steps_per_epoch, sampling
+    )
+    state, fedavg_delta, num_steps = self.local_training(model, initial_weights, data, seed, step)
+    inner_state, _, _, acc = state
+    fedavg_delta = tuple(fedavg_delta)
+    use_pa = tf.logical_and(sampling, samples.count(acc) > 0)
+    delta = tf.cond(use_pa, lambda: tuple(samples.delta(acc, x0)), lambda: fedavg_delta)
+    finite = tree.all_finite(delta)
+    delta = tuple(tf.where(finite, d, tf.zeros_like(d)) for d in delta)
+    weight = tf.where(finite, self.client_weight(data), 0.0)
+    stats = self.client_statistics(inner_state, num_steps)
+    stats['delta_non_finite'] = 1.0 - tf.cast(finite, tf.float32)
+    correction = tf.linalg.global_norm(list(tree.sub(delta, fedavg_delta)))
+    fedavg_norm = tf.linalg.global_norm(list(fedavg_delta))
+    stats['delta_correction'] = tf.where(
+      tf.logical_and(use_pa, finite), tf.math.divide_no_nan(correction, fedavg_norm), 0.0
+    )
+    return base.ClientOutput(update=delta, weight=weight, stats=stats)
+
+
+def build_fedpa(
+  model_fn: base.ModelFn,
+  client: base.ClientTrainingConfig,
+  server_optimizer: tff.learning.optimizers.Optimizer,
+  fedpa: FedPAHParams = FedPAHParams(),
+  **kwargs: Any,
+) -> FedPA:
+  """FedPA with the given server optimizer (the paper: SGDM 0.9 for EMNIST and CIFAR-100).
+
+  Args:
+    model_fn: no-arg callable returning a new `tff.learning.models.VariableModel`.
+    client: local training (optimizer, eta_l, E, B); l = E - fedpa.burnin_epochs samples.
+    server_optimizer: a `tff.learning.optimizers.Optimizer` applied to the mean delta.
+    fedpa: FedPA's hyperparameters.
+    **kwargs: `server_lr_schedule`, `server_learning_rate`, `aggregation` (`base.Algorithm`).
+  """
+  return FedPA(model_fn, client, server_optimizer, fedpa=fedpa, **kwargs)
+
+
+def build_fedpa_client_work(
+  model_fn: base.ModelFn,
+  client: base.ClientTrainingConfig,
+  fedpa: FedPAHParams = FedPAHParams(),
+) -> tff.learning.templates.ClientWorkProcess:
+  """FedPA's clients as a `tff.learning.templates.ClientWorkProcess`, for any TFF pipeline.
+
+  Its state is the round number (the server burn-in switches on it); its `next` takes the
+  broadcast model weights at the clients and one dataset per client holding ONE element, an
+  OrderedDict of all the client's examples plus its seed (`core.seeds.SEED_KEY`, int64[2]).
+  Compose it with your own distributor, aggregator and finalizer through
+  `tff.learning.templates.compose_learning_process`.
+  """
+  from tff_adaptive.engines import tff_engine  # pylint: disable=g-import-not-at-top
+
+  # The server optimizer is the finalizer's business; the client work never reads it.
+  algorithm = FedPA(model_fn, client, tff.learning.optimizers.build_sgdm(1.0), fedpa=fedpa)
+  return tff_engine.build_client_work(algorithm)
