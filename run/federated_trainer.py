@@ -153,6 +153,8 @@ def main(argv):
           rounds_per_checkpoint=config.runtime.rounds_per_checkpoint,
           seed=config.seed,
           output_dir=output_dir,
+          target_metric=config.runtime.target_metric,
+          targets=config.runtime.rounds_to_target,
         ),
         final_test=task.final_test,
         warn=sys.stderr,

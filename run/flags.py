@@ -171,6 +171,15 @@ flags.DEFINE_integer('clients_per_round', None, "Clients per round (default: tas
 flags.DEFINE_integer('total_rounds', None, "Rounds to train (default: task's).")
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 50, 'Checkpoint every this many rounds.')
+flags.DEFINE_list(
+  'rounds_to_target',
+  [],
+  'Thresholds of the 10-round running average of --target_metric; metrics.csv gets '
+  'rounds_to_<metric>_<threshold>, the first round reaching each (FedPA Table 3).',
+)
+flags.DEFINE_string(
+  'target_metric', 'eval_accuracy', 'The evaluated metrics.csv column of --rounds_to_target.'
+)
 flags.DEFINE_string('root_output_dir', 'results', 'Root of all experiment directories.')
 flags.DEFINE_string(
   'experiment_name',
@@ -208,6 +217,8 @@ class RuntimeConfig:
   rounds_per_eval: int = 10
   rounds_per_checkpoint: int = 50
   device: str | None = None
+  target_metric: str = 'eval_accuracy'
+  rounds_to_target: tuple[float, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,6 +379,19 @@ def _positive(name: str, value) -> Any:
   if value is not None and not value > 0:
     raise ValueError(f'--{name} must be > 0, got {value}')
   return value
+
+
+def _thresholds(texts: list[str]) -> tuple[float, ...]:
+  values = []
+  for text in texts:
+    try:
+      value = float(text)
+    except ValueError:
+      raise ValueError(f'--rounds_to_target: {text!r} is not a number') from None
+    if not math.isfinite(value):
+      raise ValueError(f'--rounds_to_target: {text!r} must be finite')
+    values.append(value)
+  return tuple(values)
 
 
 def _or(value, default):
@@ -535,6 +559,8 @@ def experiment_config_from_flags() -> ExperimentConfig:
       rounds_per_eval=FLAGS.rounds_per_eval,
       rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
       device=FLAGS.device,
+      target_metric=FLAGS.target_metric,
+      rounds_to_target=_thresholds(FLAGS.rounds_to_target),
     ),
     fedpa=fedpa_hparams,
   )

@@ -56,20 +56,17 @@ step_decay depends on the total number of rounds, so its cells cannot be extende
 import csv
 import dataclasses
 import datetime
-import json
 import math
 import os
-import re
 import shlex
 import signal
-import subprocess
 import sys
-import time
-from typing import TextIO
 
 from absl import app
 from absl import flags
 from absl import logging
+
+from run import cell_runner
 
 ROWS = ('sgd', 'sgd_decay', 'sgdm', 'sgdm_decay', 'adam', 'adagrad', 'sps', 'delta_sgd')
 EXTRA_ROWS = ('sps_authors_code', 'delta_sgd_authors_code')
@@ -127,9 +124,6 @@ TABLE1 = {
 TABLE4 = dict(zip(ROWS, (83.7, 80.9, 84.6, 81.8, 81.5, 82.1, 85.0, 85.8)))
 # The paper's "falls behind": at least this many points below the best of the 8 in some alpha.
 FALLS_BEHIND_POINTS = 2.0
-PROGRESS_SECONDS = 30.0
-EXIT_DIVERGED = 3
-EXIT_INTERRUPTED = (130, 143, -signal.SIGINT, -signal.SIGTERM)
 
 flags.DEFINE_integer('rounds', PAPER_ROUNDS, "Rounds per cell (the paper's: 1000).")
 flags.DEFINE_list('alphas', ['1', '0.1', '0.01'], 'Dirichlet alphas of Table 1 (comma list).')
@@ -248,11 +242,6 @@ def _base_dir() -> str:
   return os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
 
 
-def _repo_root() -> str:
-  """Where `python -m run.federated_trainer` imports from (the runfiles tree under Bazel)."""
-  return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def command_line() -> str:
   """This script's command line, reconstructed from sys.argv."""
   args = [shlex.quote(a) for a in sys.argv[1:]]
@@ -269,283 +258,37 @@ def command_line() -> str:
 # --- metrics ---
 
 
-def read_metrics(path: str) -> list[dict[str, str]]:
-  """The rows of a metrics.csv, [] if it is missing or unreadable (it is written atomically)."""
-  try:
-    with open(path, newline='') as f:
-      return list(csv.DictReader(f))
-  except (OSError, csv.Error, UnicodeDecodeError):
-    return []
-
-
-def _float(value: str | None) -> float | None:
-  try:
-    return float(value)
-  except (TypeError, ValueError):
-    return None
-
-
-def last_round(rows: list[dict[str, str]]) -> int:
-  rounds = [_float(r.get('round_num')) for r in rows]
-  return int(max((r for r in rounds if r is not None), default=0))
-
-
-def _status_path(runs_dir: str, cell: Cell) -> str:
-  return os.path.join(runs_dir, f'{cell.name}.status.json')
-
-
-def _log_path(runs_dir: str, cell: Cell) -> str:
-  return os.path.join(runs_dir, f'{cell.name}.log')
-
-
-def read_status(runs_dir: str, cell: Cell) -> dict | None:
-  try:
-    with open(_status_path(runs_dir, cell)) as f:
-      return json.load(f)
-  except (OSError, ValueError):
-    return None
-
-
 def cell_result(runs_dir: str, cell: Cell, total_rounds: int) -> CellResult:
   """A cell's results: the last evaluation (the trainer evaluates the final round; a partial or
   diverged run ends at its last evaluated round, named in eval_round), the mean of the last 5
   evaluations, and its status."""
-  rows = read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
-  result = CellResult(rounds=last_round(rows))
-  for row in sorted(rows, key=lambda r: _float(r.get('round_num')) or 0):
-    accuracy, round_num = _float(row.get('eval_accuracy')), _float(row.get('round_num'))
+  rows = cell_runner.read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
+  result = CellResult(rounds=cell_runner.last_round(rows))
+  for row in sorted(rows, key=lambda r: cell_runner.to_float(r.get('round_num')) or 0):
+    accuracy, round_num = (
+      cell_runner.to_float(row.get('eval_accuracy')),
+      cell_runner.to_float(row.get('round_num')),
+    )
     if accuracy is not None and round_num is not None:
       result.curve.append((int(round_num), 100.0 * accuracy))
   if result.curve:
     result.eval_round, result.ours = result.curve[-1]
     last5 = [a for _, a in result.curve[-5:]]
     result.mean_last5 = sum(last5) / len(last5)
-  status = read_status(runs_dir, cell) or {}
+  status = cell_runner.read_status(runs_dir, cell) or {}
   code = status.get('exit_code')
   if result.rounds >= total_rounds:
     result.status = 'done' if result.rounds == total_rounds else f'done ({result.rounds} rounds)'
-  elif code == EXIT_DIVERGED:
+  elif code == cell_runner.EXIT_DIVERGED:
     diverged = status.get('diverged_round') or result.rounds + 1
     result.status = f'diverged at round {diverged}'
-  elif code is not None and code != 0 and code not in EXIT_INTERRUPTED:
-    result.status = f'crashed ({_exit_text(code)}) after {result.rounds} of {total_rounds}'
+  elif code is not None and code != 0 and code not in cell_runner.EXIT_INTERRUPTED:
+    result.status = (
+      f'crashed ({cell_runner.exit_text(code)}) after {result.rounds} of {total_rounds}'
+    )
   elif result.rounds:
     result.status = f'partial {result.rounds} of {total_rounds}'
   return result
-
-
-# --- running ---
-
-
-def _die_with_parent() -> None:  # pragma: no cover (runs in the child before exec)
-  """The child gets SIGTERM if this script dies (even by SIGKILL): no orphan trainer holding
-  its experiment's lock."""
-  if sys.platform.startswith('linux'):
-    import ctypes  # pylint: disable=g-import-not-at-top
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-THREAD_VARIABLES = ('TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS')
-
-
-def child_env() -> dict[str, str]:
-  """The trainers' environment: TF's thread pools pinned to one thread each, whatever --parallel.
-
-  TF 2.14 honours TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS (measured on this 2-core
-  machine: a loop of 1500x1500 matmuls took 1.7-1.9 s with TF's default pools, 3.1-3.2 s with
-  both set to 1, i.e. one core, and the process had 7 threads instead of 9), so several trainers
-  at once do not oversubscribe the cores. They are set for every cell, not only with
-  --parallel > 1, because the intra-op thread count changes the float summation order: the
-  same 4-round fmnist cell gave train_loss 1.7117303 / 1.7117305 in round 2 and eval_accuracy
-  0.2687 / 0.2637 in round 4 with default / single-thread pools. Pinned, a cell's numbers do not
-  depend on --parallel or the machine's core count, and a resume with another --parallel
-  continues the same trajectory. The fmnist CNN loses nothing by it (0.27-0.33 s a training
-  round either way). Values set in the caller's environment are kept (and stated in the
-  tables' header).
-  """
-  env = dict(os.environ)
-  for name in THREAD_VARIABLES:
-    env.setdefault(name, '1')
-  return env
-
-
-def _attempt_summary(log_path: str, offset: int) -> tuple[str | None, int | None]:
-  """The trainer's last error line in its log from `offset` (this attempt), and the round named
-  by 'training diverged in round N' there."""
-  try:
-    with open(log_path, errors='replace') as f:
-      f.seek(max(offset, os.path.getsize(log_path) - 65536))
-      text = f.read()
-  except OSError:
-    return None, None
-  errors = [line for line in text.splitlines() if line.startswith('federated_trainer: error:')]
-  diverged = re.findall(r'training diverged in round (\d+)', text)
-  return (errors[-1] if errors else None), (int(diverged[-1]) if diverged else None)
-
-
-def _exit_text(code: int) -> str:
-  if code < 0:
-    try:
-      return f'killed by {signal.Signals(-code).name}'
-    except ValueError:
-      return f'killed by signal {-code}'
-  return f'exit {code}'
-
-
-def _duration(seconds: float) -> str:
-  seconds = int(seconds)
-  if seconds >= 3600:
-    return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
-  return f'{seconds // 60}m{seconds % 60:02d}s' if seconds >= 60 else f'{seconds}s'
-
-
-@dataclasses.dataclass
-class _Running:
-  cell: Cell
-  process: subprocess.Popen
-  log: TextIO
-  offset: int  # where this attempt's output starts in the log
-
-
-class Runner:
-  """Runs the cells, `parallel` at once, with a progress line every PROGRESS_SECONDS."""
-
-  def __init__(self, cells: list[Cell], runs_dir: str, parallel: int):
-    self.cells = cells
-    self.runs_dir = runs_dir
-    self.parallel = parallel
-    self.env = child_env()
-    self.exit_codes: dict[str, int] = {}
-    self.errors: dict[str, str] = {}
-    self.stop_signal: int | None = None
-
-  def _on_signal(self, signum, frame) -> None:
-    del frame
-    if self.stop_signal is None:
-      self.stop_signal = signum
-
-  def _start(self, cell: Cell) -> _Running:
-    command = trainer_command(cell, self.runs_dir)
-    log = open(_log_path(self.runs_dir, cell), 'a')  # closed in _finish
-    started = datetime.datetime.now().isoformat(timespec='seconds')
-    log.write(f'# {started} {shlex.join(command)}\n')
-    log.flush()
-    process = subprocess.Popen(
-      command,
-      stdout=log,
-      stderr=subprocess.STDOUT,
-      stdin=subprocess.DEVNULL,
-      cwd=_repo_root(),
-      env=self.env,
-      # Its own process group: a terminal's Ctrl-C reaches only this script, which then sends
-      # each trainer one SIGTERM.
-      process_group=0,
-      preexec_fn=_die_with_parent,
-    )
-    return _Running(cell, process, log, log.tell())
-
-  def _finish(self, run: _Running, code: int) -> None:
-    run.log.close()
-    cell = run.cell
-    self.exit_codes[cell.name] = code
-    log_path = _log_path(self.runs_dir, cell)
-    error, diverged = _attempt_summary(log_path, run.offset)
-    record = {
-      'exit_code': code,
-      'ended': datetime.datetime.now().isoformat(timespec='seconds'),
-      'command': shlex.join(trainer_command(cell, self.runs_dir)),
-      'log': log_path,
-      'error': error,
-      **{name: self.env[name] for name in THREAD_VARIABLES},
-    }
-    if code == EXIT_DIVERGED:
-      record['diverged_round'] = diverged
-    if error:
-      self.errors[cell.name] = error
-    path = _status_path(self.runs_dir, cell)
-    with open(path + '.tmp', 'w') as f:
-      json.dump(record, f, indent=1)
-    os.replace(path + '.tmp', path)
-    print(f'ended {cell.name}: {self.describe(code)}', flush=True)
-
-  def _progress(self, running: dict[str, _Running], pending: list[Cell]) -> str:
-    total = FLAGS.rounds
-    parts, remaining, times = [], 0, []
-    for cell in self.cells:
-      rows = read_metrics(os.path.join(self.runs_dir, cell.name, 'metrics.csv'))
-      if cell.name in running:
-        parts.append(f'{cell.name} {last_round(rows)}/{total}')
-      if cell.name not in self.exit_codes:
-        remaining += max(0, total - last_round(rows))
-      if cell.name in running or cell.name in self.exit_codes:
-        times += [t for r in rows[-50:] if (t := _float(r.get('seconds_per_round'))) is not None]
-    if times and remaining:
-      at_once = max(1, min(self.parallel, len(running) + len(pending)))
-      eta = _duration(remaining * sum(times) / len(times) / at_once)
-    else:
-      eta = '0s' if not remaining else '?'
-    clock = datetime.datetime.now().strftime('%H:%M:%S')
-    return (
-      f'[{clock}] cells: {len(self.exit_codes)} done, {len(running)} running, {len(pending)} '
-      f'pending | {", ".join(parts) or "-"} | ETA {eta}'
-    )
-
-  def run(self) -> int | None:
-    """Runs every cell; returns the signal that stopped it, None when all ended."""
-    os.makedirs(self.runs_dir, exist_ok=True)
-    pending = list(self.cells)
-    running: dict[str, _Running] = {}
-    previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    last_progress = 0.0
-    try:
-      while (pending or running) and self.stop_signal is None:
-        while pending and len(running) < self.parallel:
-          cell = pending.pop(0)
-          running[cell.name] = self._start(cell)
-          print(f'started {cell.name} (log: {_log_path(self.runs_dir, cell)})', flush=True)
-        ended = False
-        for name, run in list(running.items()):
-          code = run.process.poll()
-          if code is not None:
-            del running[name]
-            self._finish(run, code)
-            ended = True
-        now = time.monotonic()
-        if ended or now - last_progress >= PROGRESS_SECONDS:
-          print(self._progress(running, pending), flush=True)
-          last_progress = now
-        time.sleep(0.5)
-      if self.stop_signal is not None:
-        self._stop(list(running.values()))
-    finally:
-      for signum, handler in previous.items():
-        signal.signal(signum, handler)
-    return self.stop_signal
-
-  def _stop(self, running: list[_Running]) -> None:
-    name = signal.Signals(self.stop_signal).name
-    print(f'{name}: stopping {len(running)} running cell(s) with SIGTERM', flush=True)
-    for run in running:
-      run.process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 60
-    for run in running:
-      try:
-        code = run.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-      except subprocess.TimeoutExpired:
-        run.process.kill()
-        code = run.process.wait()
-      self._finish(run, code)
-
-  @staticmethod
-  def describe(code: int) -> str:
-    if code == 0:
-      return 'done'
-    if code == EXIT_DIVERGED:
-      return 'diverged (exit 3)'
-    if code in EXIT_INTERRUPTED:
-      return f'interrupted ({_exit_text(code)}); rerun to resume'
-    return f'FAILED ({_exit_text(code)})'
 
 
 # --- report ---
@@ -703,7 +446,7 @@ def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[
     f'- Trainer command of each cell (here {cells[0].name if cells else "-"}; logs in '
     f'`{runs_dir}/<cell>.log`): `{example}`',
     f'- TF thread pools per trainer: '
-    f'{", ".join(f"{n}={child_env()[n]}" for n in THREAD_VARIABLES)} (fixed for every cell: '
+    f'{", ".join(f"{n}={cell_runner.child_env()[n]}" for n in cell_runner.THREAD_VARIABLES)} (fixed for every cell: '
     'the thread count changes float summation order, hence the numbers).',
     f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}',
   ]
@@ -833,26 +576,31 @@ def _main(argv: list[str]) -> int:
   out = os.path.abspath(os.path.join(_base_dir(), FLAGS.out))
   if FLAGS.dry_run:
     for cell in cells:
-      print(shlex.join(trainer_command(cell, runs_dir)) + f' >> {_log_path(runs_dir, cell)} 2>&1')
+      print(
+        shlex.join(trainer_command(cell, runs_dir))
+        + f' >> {cell_runner.log_path(runs_dir, cell)} 2>&1'
+      )
     return 0
   failed = []
   if not FLAGS.report_only:
     print(
       f'{len(cells)} cells, {FLAGS.rounds} rounds each, {FLAGS.parallel} at once; runs in {runs_dir}'
     )
-    runner = Runner(cells, runs_dir, FLAGS.parallel)
+    runner = cell_runner.Runner(cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds)
     stopped = runner.run()
     if stopped is not None:
       print('stopped; rerun the same command to resume', file=sys.stderr, flush=True)
       return 130 if stopped == signal.SIGINT else 143
-    failed = [c for c in cells if runner.exit_codes.get(c.name) not in (0, EXIT_DIVERGED)]
+    failed = [
+      c for c in cells if runner.exit_codes.get(c.name) not in (0, cell_runner.EXIT_DIVERGED)
+    ]
   write_report(cells, runs_dir, out)
   for cell in failed:
     code = runner.exit_codes[cell.name]
     error = runner.errors.get(cell.name)
     print(
-      f'reproduce_kim2024: error: cell {cell.name} failed ({_exit_text(code)}); see '
-      f'{_log_path(runs_dir, cell)}' + (f'\n  its last line: {error}' if error else ''),
+      f'reproduce_kim2024: error: cell {cell.name} failed ({cell_runner.exit_text(code)}); see '
+      f'{cell_runner.log_path(runs_dir, cell)}' + (f'\n  its last line: {error}' if error else ''),
       file=sys.stderr,
     )
   return 1 if failed else 0

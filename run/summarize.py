@@ -1,16 +1,21 @@
 """Prints one line per experiment under a root output directory: its last evaluation.
 
-  python -m run.summarize results/demo [--last=K]
+  python -m run.summarize results/demo [--last=K] [--targets=0.84,0.86] [--metric=eval_accuracy]
 
 For each <root>/<experiment>/metrics.csv: rounds trained, the final train loss, and the
 eval_* metrics of the last evaluated round (and their mean over the last K evaluations,
 the "average of the last 100 rounds" style of Reddi et al. Table 1 when evaluating every round).
+With --targets, `rounds_to_<t>`: the first round at which the 10-round running average of
+--metric reached t (FedPA's Table 3 "rounds to accuracy", `tff_adaptive.loop.targets`), empty if
+it never did.
 """
 
 import os
 import sys
 
 import pandas as pd
+
+from tff_adaptive.loop import targets as target_lib
 
 SHOWN = (
   'eval_loss',
@@ -21,7 +26,9 @@ SHOWN = (
 )
 
 
-def summarize(root: str, last: int = 5) -> pd.DataFrame:
+def summarize(
+  root: str, last: int = 5, targets: tuple[float, ...] = (), metric: str = 'eval_accuracy'
+) -> pd.DataFrame:
   rows = []
   for name in sorted(os.listdir(root)):
     path = os.path.join(root, name, 'metrics.csv')
@@ -41,17 +48,41 @@ def summarize(root: str, last: int = 5) -> pd.DataFrame:
       if column in evals and not evals.empty:
         row[column] = evals[column].iloc[-1]
         row[f'{column}_last{last}'] = evals[column].tail(last).mean()
+    if targets:
+      history = []
+      if metric in frame:
+        evaluated = frame.dropna(subset=[metric]).sort_values('round_num')
+        history = list(zip(evaluated['round_num'].astype(int), evaluated[metric].astype(float)))
+      for threshold in targets:
+        row[f'rounds_to_{threshold:g}'] = target_lib.rounds_to_target(history, threshold)
     rows.append(row)
   return pd.DataFrame(rows)
 
 
+USAGE = (
+  'usage: python -m run.summarize ROOT_OUTPUT_DIR [--last=K] [--targets=T1,T2] [--metric=NAME]'
+)
+
+
 def main(argv: list[str]) -> int:
-  args = [a for a in argv[1:] if not a.startswith('--last=')]
-  last = next((int(a.split('=', 1)[1]) for a in argv[1:] if a.startswith('--last=')), 5)
-  if len(args) != 1 or not os.path.isdir(args[0]):
-    print('usage: python -m run.summarize ROOT_OUTPUT_DIR [--last=K]', file=sys.stderr)
+  options = {'--last': '5', '--targets': '', '--metric': 'eval_accuracy'}
+  args = []
+  for a in argv[1:]:
+    name = a.split('=', 1)[0]
+    if name in options and '=' in a:
+      options[name] = a.split('=', 1)[1]
+    else:
+      args.append(a)
+  try:
+    last = int(options['--last'])
+    thresholds = tuple(float(t) for t in options['--targets'].split(',') if t)
+  except ValueError as e:
+    print(f'summarize: {e}; {USAGE}', file=sys.stderr)
     return 2
-  table = summarize(args[0], last)
+  if len(args) != 1 or not os.path.isdir(args[0]):
+    print(USAGE, file=sys.stderr)
+    return 2
+  table = summarize(args[0], last, thresholds, options['--metric'])
   if table.empty:
     print(f'summarize: no metrics.csv under {args[0]}', file=sys.stderr)
     return 1

@@ -545,7 +545,7 @@ _BAD_INPUT = {
   'task': (['--task=nope'], ["--task: unknown task 'nope'; valid choices:", 'fmnist, synthetic']),
   'algorithm': (
     ['--task=synthetic', '--algorithm=nope'],
-    ["--algorithm: unknown algorithm 'nope'; valid choices: fedopt, scaffold"],
+    ["--algorithm: unknown algorithm 'nope'; valid choices: fedopt, scaffold, fedpa"],
   ),
   'engine': (
     ['--task=synthetic', '--engine=nope'],
@@ -584,6 +584,66 @@ _BAD_INPUT = {
   'delta_sgd_gradient': (
     ['--task=synthetic', '--client_optimizer=delta_sgd', '--delta_sgd_gradient=next'],
     ["--delta_sgd_gradient: unknown delta sgd gradient 'next'; valid choices: paper, same_batch"],
+  ),
+  # FedPA (Al-Shedivat et al. 2021).
+  'fedpa_burnin_longer_than_run': (
+    [
+      '--task=synthetic',
+      '--algorithm=fedpa',
+      '--client_epochs_per_round=3',
+      '--total_rounds=5',
+      '--fedpa_burnin_rounds=5',
+    ],
+    ['--fedpa_burnin_rounds=5 must be < --total_rounds=5', 'never leave its FedAvg burn-in'],
+  ),
+  'fedpa_no_sample': (
+    [
+      '--task=synthetic',
+      '--algorithm=fedpa',
+      '--client_epochs_per_round=2',
+      '--fedpa_burnin_epochs=2',
+    ],
+    ['--fedpa_burnin_epochs=2 leaves no posterior sample', '< --client_epochs_per_round=2'],
+  ),
+  'fedpa_default_epochs': (  # E = 1 and one burn-in epoch: l = 0
+    ['--task=synthetic', '--algorithm=fedpa'],
+    ['--fedpa_burnin_epochs=1 leaves no posterior sample'],
+  ),
+  'fedpa_shrinkage_negative': (
+    [
+      '--task=synthetic',
+      '--algorithm=fedpa',
+      '--client_epochs_per_round=3',
+      '--fedpa_shrinkage=-0.5',
+    ],
+    ['--fedpa_shrinkage', 'rho must be >= 0 (form paper), got -0.5'],
+  ),
+  'fedpa_shrinkage_convex': (
+    [
+      '--task=synthetic',
+      '--algorithm=fedpa',
+      '--client_epochs_per_round=3',
+      '--fedpa_shrinkage_form=convex',
+      '--fedpa_shrinkage=0',
+    ],
+    ['must be in (0, 1] (form convex), got 0.0'],
+  ),
+  'fedpa_shrinkage_form': (
+    ['--task=synthetic', '--algorithm=fedpa', '--fedpa_shrinkage_form=lw'],
+    ["--fedpa_shrinkage_form: unknown fedpa shrinkage form 'lw'; valid choices: paper, convex"],
+  ),
+  'fedpa_solver': (
+    ['--task=synthetic', '--algorithm=fedpa', '--fedpa_solver=cg'],
+    ["--fedpa_solver: unknown fedpa solver 'cg'; valid choices: dp, exact"],
+  ),
+  'fedpa_burnin_negative': (
+    [
+      '--task=synthetic',
+      '--algorithm=fedpa',
+      '--client_epochs_per_round=3',
+      '--fedpa_burnin_rounds=-1',
+    ],
+    ['--fedpa_burnin_rounds must be >= 0, got -1'],
   ),
   'sps_c': (
     ['--task=synthetic', '--client_optimizer=sps', '--sps_c=0'],

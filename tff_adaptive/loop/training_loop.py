@@ -40,6 +40,7 @@ from tff_adaptive.engines import base as engine_base
 from tff_adaptive.loop import client_states
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import outputs
+from tff_adaptive.loop import targets
 
 # Checkpoints kept; the client-state store keeps the same number of snapshots, so that every
 # kept checkpoint can be resumed with its client states.
@@ -147,6 +148,10 @@ class LoopConfig:
     rounds_per_checkpoint: checkpoint every this many rounds (and after the last), >= 1.
     seed: the run's seed (client seeds).
     output_dir: the experiment directory.
+    target_metric: the evaluated column whose 10-round running average is written as
+      `<metric>_avg10` on evaluation rounds (`loop.targets`).
+    targets: thresholds of that average; `rounds_to_<metric>_<threshold>` holds the first round
+      that reached each (written once reached), the "rounds to accuracy" of FedPA's Table 3.
   """
 
   total_rounds: int
@@ -154,10 +159,35 @@ class LoopConfig:
   rounds_per_checkpoint: int
   seed: int
   output_dir: str
+  target_metric: str = 'eval_accuracy'
+  targets: tuple[float, ...] = ()
 
 
 def _flatten(prefix: str, metrics: Mapping[str, float]) -> collections.OrderedDict:
   return collections.OrderedDict((f'{prefix}_{k}', float(v)) for k, v in metrics.items())
+
+
+def _target_history(rows: list[dict], metric: str, up_to: int) -> list[tuple[int, float]]:
+  """(round, value) of `metric` in metrics.csv rows of rounds <= up_to, in round order."""
+  history = []
+  for r in rows:
+    round_num = int(float(r['round_num']))
+    if round_num <= up_to and r.get(metric) not in (None, ''):
+      history.append((round_num, float(r[metric])))
+  return sorted(history)
+
+
+def _add_targets(row: dict, history: list, round_num: int, config: LoopConfig) -> None:
+  """Appends this evaluation to `history`; writes the running average and reached targets."""
+  metric = config.target_metric
+  if metric not in row:
+    return
+  history.append((round_num, row[metric]))
+  row[targets.average_column(metric)] = targets.running_average(history, round_num)
+  for threshold in config.targets:
+    reached = targets.rounds_to_target(history, threshold)
+    if reached is not None:
+      row[targets.column(metric, threshold)] = float(reached)
 
 
 def _all_finite(arrays) -> bool:
@@ -215,6 +245,7 @@ def run_training(
     state_manager, os.path.join(output_dir, 'checkpoints'), initial_state, warn
   )
   metrics_path = os.path.join(output_dir, 'metrics.csv')
+  history = []  # (round, target metric) of the evaluated rounds
   if state is None:
     state = initial_state
     if os.path.exists(metrics_path):
@@ -225,6 +256,7 @@ def run_training(
         print(f'warning: {e}; moved it to metrics.csv.unreadable', file=warn, flush=True)
   else:
     rows = _read_metrics(metrics_path, start_round)
+    history = _target_history(rows, config.target_metric, start_round)
     if start_round >= config.total_rounds:
       last = next(r for r in rows if int(float(r['round_num'])) == start_round)
       row = collections.OrderedDict(
@@ -289,6 +321,7 @@ def run_training(
           summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
           row.update(_flatten('eval_client', summary))
           outputs.write_client_eval(output_dir, round_num, per_client)
+      _add_targets(row, history, round_num, config)
     round_times.append(time.perf_counter() - started)
     row['seconds_per_round'] = round_times[-1]
     asyncio.run(csv_manager.release(row, round_num))

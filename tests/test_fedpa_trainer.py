@@ -1,0 +1,203 @@
+"""FedPA through the trainer: both engines, the Table 3 presets on TFF-format fixtures, and the
+rounds-to-target metric (metrics.csv, run.summarize, resume)."""
+
+import csv
+import json
+import math
+import pathlib
+
+import pytest
+
+from run import summarize
+from tasks import published_fedpa
+from tests.test_trainer import Trainer
+from tests.test_trainer import run_trainer
+from tff_adaptive.loop import targets
+
+_FEDPA = [
+  '--task=synthetic',
+  '--algorithm=fedpa',
+  '--client_epochs_per_round=3',
+  '--fedpa_burnin_rounds=2',
+  '--fedpa_shrinkage=0.1',
+  '--total_rounds=4',
+  '--rounds_per_eval=1',
+  '--rounds_to_target=0.05,0.999',
+]
+
+
+def _rows(path):
+  with open(path, newline='') as f:
+    return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize('engine', ['tff', 'inprocess'])
+def test_fedpa_trains_on_both_engines(tmp_path, engine):
+  trainer = run_trainer([*_FEDPA, f'--engine={engine}', f'--root_output_dir={tmp_path}'])
+  assert trainer.stderr_lines == [], trainer.report()
+  suffix = '' if engine == 'tff' else '_inprocess'
+  experiment = tmp_path / f'synthetic_fedpa_sgd_seed1{suffix}'
+  hparams = json.loads((experiment / 'hparams.json').read_text())
+  assert hparams['fedpa'] == {
+    'burnin_rounds': 2,
+    'burnin_epochs': 1,
+    'shrinkage': 0.1,
+    'shrinkage_form': 'paper',
+    'solver': 'dp',
+  }
+  rows = _rows(experiment / 'metrics.csv')
+  corrections = [float(r['client_delta_correction_mean']) for r in rows]
+  assert corrections[:2] == [0.0, 0.0] and min(corrections[2:]) > 0  # burn-in, then FedPA
+  assert all(float(r['client_delta_non_finite_max']) == 0.0 for r in rows)
+  # Rounds to target: the running average of eval_accuracy over the last 10 rounds.
+  accuracy = [float(r['eval_accuracy']) for r in rows]
+  for k, row in enumerate(rows, start=1):
+    assert float(row['eval_accuracy_avg10']) == pytest.approx(sum(accuracy[:k]) / k)
+  assert [r['rounds_to_eval_accuracy_0.05'] for r in rows] == ['1.0'] * 4  # reached at once
+  assert 'rounds_to_eval_accuracy_0.999' not in rows[0]  # never reached: no column
+  assert summarize.summarize(str(tmp_path), targets=(0.05, 0.999)).iloc[0]['rounds_to_0.05'] == 1
+
+
+def test_fedpa_flags_are_ignored_by_other_algorithms(tmp_path):
+  trainer = run_trainer(
+    [
+      '--task=synthetic',
+      '--total_rounds=1',
+      '--fedpa_shrinkage=0.5',
+      f'--root_output_dir={tmp_path}',
+    ]
+  )
+  assert trainer.stderr_lines == [
+    "federated_trainer: warning: --fedpa_shrinkage is ignored by algorithm 'fedopt' (not recorded)"
+  ], trainer.report()
+  hparams = json.loads((tmp_path / 'synthetic_sgd_seed1' / 'hparams.json').read_text())
+  assert 'fedpa' not in hparams
+
+
+def test_rounds_to_target_definition():
+  """First evaluated round whose mean over rounds (r - 10, r] reaches the threshold."""
+  history = [(5, 0.80), (10, 0.86), (15, 0.85), (20, 0.70), (25, 0.90), (30, 0.95)]
+  assert targets.running_average(history, 10) == pytest.approx(0.83)  # rounds 5 and 10
+  assert targets.running_average(history, 25) == pytest.approx(0.80)  # rounds 20 and 25
+  assert targets.rounds_to_target(history, 0.85) == 15  # (0.86 + 0.85) / 2
+  assert targets.rounds_to_target(history, 0.9) == 30
+  assert targets.rounds_to_target(history, 0.96) is None
+  assert targets.column('eval_accuracy', 0.84) == 'rounds_to_eval_accuracy_0.84'
+
+
+def test_rounds_to_target_survives_resume(tmp_path):
+  """A run stopped after round 3 and resumed writes the same running averages and targets
+  as an uninterrupted one (the history comes back from metrics.csv)."""
+  common = [
+    '--task=synthetic',
+    '--engine=inprocess',
+    '--rounds_per_eval=1',
+    '--rounds_per_checkpoint=1',
+    '--rounds_to_target=0.05,0.3',
+  ]
+  run_trainer([*common, '--total_rounds=6', f'--root_output_dir={tmp_path / "a"}'])
+  run_trainer([*common, '--total_rounds=3', f'--root_output_dir={tmp_path / "b"}'])
+  run_trainer([*common, '--total_rounds=6', f'--root_output_dir={tmp_path / "b"}'])
+  name = 'synthetic_sgd_seed1_inprocess'
+  a, b = _rows(tmp_path / 'a' / name / 'metrics.csv'), _rows(tmp_path / 'b' / name / 'metrics.csv')
+  columns = [c for c in a[0] if 'avg10' in c or c.startswith('rounds_to_')]
+  assert columns, a[0]
+  assert [[r[c] for c in columns] for r in a] == [[r[c] for c in columns] for r in b]
+
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PRESET_RUNS = [
+  'fedpa_emnist_cr',
+  'fedpa_cifar100',
+  'fedpa_so_nwp',
+  'fedpa_so_lr',
+  'fedavg_me_emnist_cr',
+]
+
+
+def test_fedpa_presets_are_table3_and_parse_as_trainer_flags():
+  from absl import flags  # pylint: disable=g-import-not-at-top
+
+  from run import flags as trainer_flags  # noqa: F401  (defines the flags)
+
+  names = published_fedpa.preset_names()
+  assert len(names) == 8
+  readme = (REPO / 'presets' / 'README.md').read_text()
+  for name in names:
+    path = REPO / 'presets' / f'{name}.flags'
+    assert path.read_text() == published_fedpa.preset(name), path
+    assert f'`{name}.flags`' in readme
+    args = flags.FLAGS.read_flags_from_files([f'--flagfile={path}'], force_gnu=False)
+    values = dict(a[2:].split('=', 1) for a in args)
+    assert all(name in flags.FLAGS for name in values), values
+  # Spot checks against Table 6 (published_setups.md).
+  emnist = published_fedpa.preset_flags('fedpa_emnist_cr')
+  assert (emnist['server_learning_rate'], emnist['client_learning_rate']) == (0.5, 0.01)
+  assert (emnist['fedpa_burnin_rounds'], emnist['fedpa_shrinkage']) == (100, 0.1)
+  cifar = published_fedpa.preset_flags('fedpa_cifar100')
+  assert (cifar['client_epochs_per_round'], cifar['clients_per_round']) == (10, 20)
+  assert (cifar['fedpa_burnin_rounds'], cifar['fedpa_shrinkage']) == (400, 0.01)
+  so_lr = published_fedpa.preset_flags('fedpa_so_lr')
+  assert (so_lr['server_optimizer'], so_lr['tau'], so_lr['server_learning_rate']) == (
+    'adagrad',
+    1e-5,
+    5.0,
+  )
+  fedavg_me = published_fedpa.preset_flags('fedavg_me_emnist_cr')
+  assert fedavg_me['algorithm'] == 'fedopt' and 'fedpa_shrinkage' not in fedavg_me
+  assert {k: v for k, v in emnist.items() if not k.startswith('fedpa')} == {
+    **fedavg_me,
+    'algorithm': 'fedpa',
+  }
+
+
+@pytest.fixture(scope='module')
+def preset_runs(tff_data_dir, tmp_path_factory):
+  """Four FedPA presets and one FedAvg-ME preset, 2 rounds each on the TFF-format fixtures
+  (server burn-in 1 so both phases run), two trainers at a time."""
+  root = tmp_path_factory.mktemp('presets')
+  runs = {}
+  pending = list(PRESET_RUNS)
+  while pending:
+    started = {}
+    for name in [pending.pop(0) for _ in range(min(2, len(pending)))]:
+      args = [
+        f'--flagfile={REPO / "presets" / f"{name}.flags"}',
+        f'--data_dir={tff_data_dir}',
+        '--total_rounds=2',
+        '--clients_per_round=2',
+        f'--root_output_dir={root}',
+        f'--experiment_name={name}',
+      ]
+      if name.startswith('fedpa'):
+        args.append('--fedpa_burnin_rounds=1')
+      started[name] = Trainer(args)
+    for name, trainer in started.items():
+      trainer.finish()
+      runs[name] = trainer
+  return root, runs
+
+
+@pytest.mark.parametrize('name', PRESET_RUNS)
+def test_preset_plumbing(preset_runs, name):
+  root, runs = preset_runs
+  trainer = runs[name]
+  assert trainer.proc.returncode == 0, trainer.report()
+  flags = published_fedpa.preset_flags(name)
+  hparams = json.loads((root / name / 'hparams.json').read_text())
+  assert hparams['task']['name'] == flags['task']
+  assert hparams['algorithm'] == flags['algorithm']
+  assert hparams['server']['name'] == flags['server_optimizer']
+  assert hparams['server']['learning_rate'] == flags['server_learning_rate']
+  assert hparams['client']['optimizer']['learning_rate'] == flags['client_learning_rate']
+  assert hparams['client']['epochs'] == flags['client_epochs_per_round']
+  assert hparams['clients_per_round'] == 2  # flags after the flag file win
+  rows = _rows(root / name / 'metrics.csv')
+  assert len(rows) == 2 and all(math.isfinite(float(r['train_loss'])) for r in rows)
+  if flags['algorithm'] == 'fedpa':
+    assert hparams['fedpa']['shrinkage'] == flags['fedpa_shrinkage']
+    assert hparams['fedpa']['burnin_rounds'] == 1
+    assert float(rows[0]['client_delta_correction_mean']) == 0.0
+    assert float(rows[1]['client_delta_correction_mean']) > 0.0
+  metric = flags.get('target_metric', 'eval_accuracy')
+  assert targets.average_column(metric) in rows[-1], list(rows[-1])
