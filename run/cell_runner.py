@@ -200,7 +200,7 @@ class Runner:
       'exit_code': code,
       'ended': datetime.datetime.now().isoformat(timespec='seconds'),
       'command': shlex.join(self.command(cell, self.runs_dir)),
-      'log': log_path,
+      'log': log,
       'error': error,
       **{name: self.env[name] for name in THREAD_VARIABLES},
     }

@@ -4,7 +4,10 @@ rounds-to-target metric (metrics.csv, run.summarize, resume)."""
 import csv
 import json
 import math
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -201,3 +204,33 @@ def test_preset_plumbing(preset_runs, name):
     assert float(rows[1]['client_delta_correction_mean']) > 0.0
   metric = flags.get('target_metric', 'eval_accuracy')
   assert targets.average_column(metric) in rows[-1], list(rows[-1])
+
+
+def test_fmnist_comparison_driver(tmp_path):
+  """run.reproduce_fedpa_fmnist on 2 rounds (burn-in 1), one seed: both cells run, the table,
+  the paired difference and the figure are written; a rerun resumes (nothing left to train)."""
+  args = [
+    sys.executable,
+    '-m',
+    'run.reproduce_fedpa_fmnist',
+    '--rounds=2',
+    '--burnin_rounds=1',
+    '--seeds=1',
+    '--rounds_per_eval=1',
+    '--parallel=2',
+    f'--runs_dir={tmp_path / "runs"}',
+    f'--out={tmp_path / "out"}',
+  ]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  for _ in range(2):
+    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+  table = (tmp_path / 'out' / 'fedpa_fmnist.md').read_text()
+  assert 'FedPA - FedAvg, paired by seed' in table and '| fedpa | ' in table
+  rows = _rows(tmp_path / 'out' / 'fedpa_fmnist.csv')
+  assert [(r['algorithm'], r['rounds']) for r in rows] == [('fedavg', '2'), ('fedpa', '2')]
+  assert (tmp_path / 'out' / 'fedpa_fmnist.png').stat().st_size > 10000
+  fedpa = _rows(tmp_path / 'runs' / 'fedpa_seed1' / 'metrics.csv')
+  fedavg = _rows(tmp_path / 'runs' / 'fedavg_seed1' / 'metrics.csv')
+  assert fedpa[0]['train_loss'] == fedavg[0]['train_loss']  # round 1: burn-in, the same
+  assert float(fedpa[1]['client_delta_correction_mean']) > 0
