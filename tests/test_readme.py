@@ -1,5 +1,6 @@
 """The README's library example runs as written, prints no noise and leaves no worker behind."""
 
+import math
 import os
 import pathlib
 import re
@@ -41,5 +42,6 @@ def test_readme_library_example(tmp_path):
     for line in proc.stdout.splitlines()
     if ', train loss ' in line
   )
-  assert set(losses) == {'tff engine', 'in-process engine'}, proc.stdout
+  assert set(losses) == {'tff engine', 'in-process engine', 'fedpa client work'}, proc.stdout
+  assert math.isfinite(losses['fedpa client work'])
   assert abs(losses['tff engine'] - losses['in-process engine']) < 1e-5 * losses['tff engine']
