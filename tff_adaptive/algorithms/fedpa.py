@@ -134,34 +134,47 @@ class FedPA(base.Algorithm):
 
   def _sampling_step(
     self, inner: local_loop.LocalStep, x0: tuple[tf.Tensor, ...], steps_per_epoch, sampling
-  ) -> local_loop.LocalStep:
-    """`inner`, plus IASG: per-epoch iterate means after the burn-in epochs, fed to `_Samples`."""
+  ) -> tuple[local_loop.LocalStep, _Samples]:
+    """`inner`, plus IASG: the mean of each sampling epoch's iterates is a posterior sample.
+
+    Epoch e samples when `sampling` (past the server burn-in) and e >= burnin_epochs. The steps
+    add w_e x to a running sum (w_e = 1 in a sampling epoch, 0 otherwise: no branch per step);
+    the epoch's end turns the sum into a sample (`_Samples.add`) and sets w_{e+1}.
+    """
     samples = _Samples(self.fedpa.solver, self.num_samples, self.rho)
     burnin = self.fedpa.burnin_epochs
 
+    def collects(epoch):
+      return tf.logical_and(sampling, epoch >= burnin)
+
     def init(model):
       zeros = tuple(tf.zeros_like(x) for x in x0)
-      return inner.init(model), tf.constant(0, tf.int32), zeros, samples.init(x0)
+      weight = tf.cast(collects(0), x0[0].dtype)
+      return inner.init(model), weight, zeros, samples.init(x0)
 
     def apply(model, batch, step_seed, state):
-      inner_state, i, iterate_sum, acc = state
+      inner_state, weight, iterate_sum, acc = state
       inner_state = inner.apply(model, batch, step_seed, inner_state)
-      collect = tf.logical_and(sampling, i // steps_per_epoch >= burnin)
-      epoch_end = tf.equal(i % steps_per_epoch, steps_per_epoch - 1)
+      iterate_sum = tuple(
+        s + weight * v.read_value() for s, v in zip(iterate_sum, model.trainable_variables)
+      )
+      return inner_state, weight, iterate_sum, acc
 
-      def collect_fn():
-        total = tuple(s + v.read_value() for s, v in zip(iterate_sum, model.trainable_variables))
+    def end_epoch(model, epoch, state):
+      del model
+      inner_state, _, iterate_sum, acc = state
+      # A client without examples takes no step: no sample (its weight is 0 anyway).
+      sample_now = tf.logical_and(collects(epoch), steps_per_epoch > 0)
 
-        def new_sample():
-          mean = tuple(s / tf.cast(steps_per_epoch, s.dtype) for s in total)
-          return tuple(tf.zeros_like(s) for s in total), samples.add(acc, mean)
+      def add():
+        count = tf.cast(steps_per_epoch, iterate_sum[0].dtype)
+        return samples.add(acc, tuple(s / count for s in iterate_sum))
 
-        return tf.cond(epoch_end, new_sample, lambda: (total, acc))
+      acc = tf.cond(sample_now, add, lambda: acc)
+      zeros = tuple(tf.zeros_like(s) for s in iterate_sum)
+      return inner_state, tf.cast(collects(epoch + 1), zeros[0].dtype), zeros, acc
 
-      iterate_sum, acc = tf.cond(collect, collect_fn, lambda: (iterate_sum, acc))
-      return inner_state, i + 1, iterate_sum, acc
-
-    return local_loop.LocalStep(init, apply), samples
+    return local_loop.LocalStep(init, apply, end_epoch), samples
 
   def client_update(
     self, model, initial_weights, data, seed, learning_rate, broadcast, client_state

@@ -61,10 +61,15 @@ class LocalStep:
     init: model -> the state before the first step (e.g. the client optimizer's state).
     apply: (model, batch, step_seed, state) -> state; updates the model's trainable variables
       in place (the local iterate). `step_seed` is int64[2], unique to (client, round, step).
+    end_epoch: optional (model, epoch, state) -> state, called after the last step of every
+      epoch (epoch: int32, 0-based), e.g. to turn the epoch's iterates into a posterior sample
+      (FedPA); the loop then runs epochs as an outer loop, so per-epoch work costs nothing in
+      the steps.
   """
 
   init: Callable[[VariableModel], Any]
   apply: Callable[[VariableModel, Batch, tf.Tensor, Any], Any]
+  end_epoch: Callable[[VariableModel, tf.Tensor, Any], Any] | None = None
 
 
 def trainable_specs(model: VariableModel) -> tuple[tf.TensorSpec, ...]:
@@ -166,13 +171,31 @@ def run_local_steps(
   if getattr(_options, 'xla', False):
     apply = tf.function(apply, jit_compile=True)
 
-  def body(i, state):
-    epoch, b = i // steps_per_epoch, i % steps_per_epoch
+  def step(epoch, b, state):
     idx = perms[epoch, b * batch_size : tf.minimum((b + 1) * batch_size, n)]
     batch = tf.nest.map_structure(lambda t: tf.gather(t, idx), features)
-    return i + 1, apply(batch, seeds.local_step_seed(seed, i), state)
+    i = epoch * steps_per_epoch + b
+    return apply(batch, seeds.local_step_seed(seed, i), state)
+
+  if local_step.end_epoch is None:
+
+    def body(i, state):
+      return i + 1, step(i // steps_per_epoch, i % steps_per_epoch, state)
+
+    _, state = tf.while_loop(
+      lambda i, _: i < num_steps, body, (tf.constant(0), local_step.init(model))
+    )
+    return state, num_steps
+
+  def epoch_body(epoch, state):
+    _, state = tf.while_loop(
+      lambda b, _: b < steps_per_epoch,
+      lambda b, state: (b + 1, step(epoch, b, state)),
+      (tf.constant(0), state),
+    )
+    return epoch + 1, local_step.end_epoch(model, epoch, state)
 
   _, state = tf.while_loop(
-    lambda i, _: i < num_steps, body, (tf.constant(0), local_step.init(model))
+    lambda epoch, _: epoch < epochs, epoch_body, (tf.constant(0), local_step.init(model))
   )
   return state, num_steps
