@@ -68,6 +68,21 @@ def _summary(row) -> str:
   )
 
 
+def _build_algorithm(config, task):
+  return algorithms.build_algorithm(
+    config.algorithm,
+    algorithms.AlgorithmInputs(
+      model_fn=lambda: task.model_fn(config.seed),
+      client=config.client,
+      server_optimizer=server_optimizers.build_server_optimizer(config.server),
+      server_learning_rate=config.server.learning_rate,
+      server_lr_schedule=config.server_lr_schedule,
+      num_clients=len(task.client_ids),
+      **({'fedpa': config.fedpa} if config.fedpa is not None else {}),
+    ),
+  )
+
+
 def main(argv):
   logging.set_verbosity(logging.WARNING)
   signal.signal(signal.SIGTERM, _on_sigterm)
@@ -99,6 +114,7 @@ def main(argv):
     sampler = sampling.build_client_sampler(
       task.client_ids, config.clients_per_round, config.seed, config.client_sampler
     )
+    algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
     # The directory, its lock (held until this process ends), then the hparams check and first
     # write under the lock: two trainers on one experiment cannot both run.
     run_dir.prepare(output_dir)
@@ -111,18 +127,6 @@ def main(argv):
 
   tf.keras.utils.set_random_seed(config.seed)
   initial_weights = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(config.seed))
-  algorithm = algorithms.build_algorithm(
-    config.algorithm,
-    algorithms.AlgorithmInputs(
-      model_fn=lambda: task.model_fn(config.seed),
-      client=config.client,
-      server_optimizer=server_optimizers.build_server_optimizer(config.server),
-      server_learning_rate=config.server.learning_rate,
-      server_lr_schedule=config.server_lr_schedule,
-      num_clients=len(task.client_ids),
-      **({'fedpa': config.fedpa} if config.fedpa is not None else {}),
-    ),
-  )
   print(
     f'{task.description}\n{config.algorithm} ({config.server.name} server) on engine '
     f'{config.engine}\noutput: {output_dir}',

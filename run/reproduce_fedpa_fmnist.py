@@ -22,6 +22,7 @@ difference; the paper's Table 3 differences for reference) and fedpa_fmnist.png.
 import csv
 import dataclasses
 import datetime
+import math
 import os
 import shlex
 import signal
@@ -74,6 +75,8 @@ def build_cells() -> list[Cell]:
     if not text.isdigit():
       raise UsageError(f'--seeds: {text!r} is not a non-negative integer')
     seeds.append(int(text))
+  if not seeds:
+    raise UsageError('--seeds: give at least one seed')
   return [Cell(f'{a}_seed{s}', a, s) for s in dict.fromkeys(seeds) for a in ALGORITHMS]
 
 
@@ -311,10 +314,13 @@ def _main(argv: list[str]) -> int:
       raise UsageError(f'--{name} must be >= 1, got {FLAGS[name].value}')
   if not 0 <= FLAGS.burnin_rounds < FLAGS.rounds:
     raise UsageError(f'--burnin_rounds must be in [0, --rounds), got {FLAGS.burnin_rounds}')
-  try:
-    [float(t) for t in FLAGS.targets]
-  except ValueError as e:
-    raise UsageError(f'--targets: {e}') from None
+  for text in FLAGS.targets:
+    try:
+      value = float(text)
+    except ValueError:
+      raise UsageError(f'--targets: {text!r} is not a number') from None
+    if not math.isfinite(value):
+      raise UsageError(f'--targets: {text!r} must be finite')
   cells = build_cells()
   runs_dir = os.path.abspath(os.path.join(_base_dir(), FLAGS.runs_dir))
   out = os.path.abspath(os.path.join(_base_dir(), FLAGS.out))
@@ -330,7 +336,10 @@ def _main(argv: list[str]) -> int:
     if stopped is not None:
       print('stopped; rerun the same command to resume', file=sys.stderr, flush=True)
       return 130 if stopped == signal.SIGINT else 143
-    failed = [c for c in cells if runner.exit_codes.get(c.name) != 0]
+    # A diverged cell (trainer exit 3) is a result: reported with its last evaluation.
+    failed = [
+      c for c in cells if runner.exit_codes.get(c.name) not in (0, cell_runner.EXIT_DIVERGED)
+    ]
   write_report(cells, runs_dir, out)
   for cell in failed:
     print(

@@ -36,7 +36,7 @@ took ~0.3 s on one core of this 2-core machine, an evaluated one ~0.8 s):
 
   .venv/bin/python -m run.reproduce_kim2024 --rounds=1000 --parallel=2
 
-Every trainer runs with TF_NUM_INTRAOP_THREADS=1 and TF_NUM_INTEROP_THREADS=1 (see `child_env`:
+Every trainer runs with TF_NUM_INTRAOP_THREADS=1 and TF_NUM_INTEROP_THREADS=1 (see `run.cell_runner.child_env`:
 the thread count changes the numbers, so it is fixed rather than tied to --parallel).
 
 Every cell is one `run.federated_trainer` process with `--root_output_dir=<runs_dir>

@@ -10,6 +10,7 @@ With --targets, `rounds_to_<t>`: the first round at which the 10-round running a
 it never did.
 """
 
+import math
 import os
 import sys
 
@@ -76,6 +77,8 @@ def main(argv: list[str]) -> int:
   try:
     last = int(options['--last'])
     thresholds = tuple(float(t) for t in options['--targets'].split(',') if t)
+    if not all(math.isfinite(t) for t in thresholds):
+      raise ValueError(f'--targets must be finite numbers, got {options["--targets"]}')
   except ValueError as e:
     print(f'summarize: {e}; {USAGE}', file=sys.stderr)
     return 2

@@ -265,6 +265,12 @@ def test_bad_hyperparameters(hparams, message):
     algorithms.FedPAHParams(**hparams)
 
 
+def test_exact_solver_refuses_a_big_model():
+  with pytest.raises(ValueError, match=r"solver 'exact' forms a d x d matrix .* d = 20,002"):
+    _fedpa(_linear_model_fn(20_001), solver='exact')
+  _fedpa(_linear_model_fn(100), solver='exact')  # small: fine
+
+
 def test_no_sample_left_is_an_error():
   with pytest.raises(ValueError, match=r'client epochs \(2\) must exceed fedpa burnin_epochs'):
     _fedpa(_linear_model_fn(2), epochs=2, burnin_epochs=2)

@@ -88,13 +88,14 @@ def test_rounds_to_target_definition():
   assert targets.column('eval_accuracy', 0.84) == 'rounds_to_eval_accuracy_0.84'
 
 
-def test_rounds_to_target_survives_resume(tmp_path):
-  """A run stopped after round 3 and resumed writes the same running averages and targets
-  as an uninterrupted one (the history comes back from metrics.csv)."""
+def test_rounds_to_target_survives_resume_and_extension(tmp_path):
+  """A run of 3 rounds extended to 6 (evaluating every 2 rounds, so its old last round 3 was an
+  extra evaluation) writes the same running averages and targets in rounds 2, 4, 6 as an
+  uninterrupted 6-round run: the history comes back from metrics.csv, without round 3."""
   common = [
     '--task=synthetic',
     '--engine=inprocess',
-    '--rounds_per_eval=1',
+    '--rounds_per_eval=2',
     '--rounds_per_checkpoint=1',
     '--rounds_to_target=0.05,0.3',
   ]
@@ -103,9 +104,29 @@ def test_rounds_to_target_survives_resume(tmp_path):
   run_trainer([*common, '--total_rounds=6', f'--root_output_dir={tmp_path / "b"}'])
   name = 'synthetic_sgd_seed1_inprocess'
   a, b = _rows(tmp_path / 'a' / name / 'metrics.csv'), _rows(tmp_path / 'b' / name / 'metrics.csv')
-  columns = [c for c in a[0] if 'avg10' in c or c.startswith('rounds_to_')]
-  assert columns, a[0]
-  assert [[r[c] for c in columns] for r in a] == [[r[c] for c in columns] for r in b]
+  columns = [c for c in a[-1] if 'avg10' in c or c.startswith('rounds_to_')]
+  assert 'eval_accuracy_avg10' in columns, a[-1]
+  assert b[2]['eval_accuracy_avg10'] != ''  # round 3 was evaluated in run b only
+  for k in (1, 3, 5):  # rounds 2, 4, 6
+    assert [a[k].get(c) for c in columns] == [b[k].get(c) for c in columns], k
+  # Round 4's average is rounds 2 and 4 only, not b's extra round 3.
+  expected = (float(a[1]['eval_accuracy']) + float(a[3]['eval_accuracy'])) / 2
+  assert float(b[3]['eval_accuracy_avg10']) == pytest.approx(expected, rel=1e-12)
+
+
+def test_unknown_target_metric_warns_once(tmp_path):
+  trainer = run_trainer(
+    [
+      '--task=synthetic',
+      '--total_rounds=2',
+      '--rounds_per_eval=1',
+      '--target_metric=eval_acuracy',
+      f'--root_output_dir={tmp_path}',
+    ]
+  )
+  assert len(trainer.stderr_lines) == 1, trainer.report()
+  assert "target metric 'eval_acuracy' is not evaluated" in trainer.stderr_lines[0]
+  assert 'eval_accuracy' in trainer.stderr_lines[0]
 
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

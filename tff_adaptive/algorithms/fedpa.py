@@ -25,6 +25,7 @@ from tff_adaptive.core import validation
 DP = 'dp'
 EXACT = 'exact'
 SOLVERS = (DP, EXACT)
+EXACT_MAX_DIM = 20_000  # d x d float32 = 1.6 GB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,9 +109,11 @@ class FedPA(base.Algorithm):
   Sigma^-1 (theta - mu)). With l = 1, u_i = x_t - x_1; with Sigma_hat = I (rho = 0 in the paper
   form, 1 in the convex form), u_i = x_t - mu_hat. A client whose u_i has a non-finite value
   sends zeros with weight 0 (as the authors' code), counted in `delta_non_finite`; if every
-  client does, g_t = 0 and the model stays. Client statistics: `local_steps`, the client
-  optimizer's own, `delta_non_finite` and `delta_correction` = ||u_i - (x_t - x_K)|| /
-  ||x_t - x_K|| (0 in burn-in rounds).
+  client does, g_t = 0 (a stateful server optimizer, e.g. momentum, may still move x by its
+  state; never by a NaN). Client statistics: `local_steps`, the client optimizer's own,
+  `delta_non_finite` and `delta_correction` = ||u_i - (x_t - x_K)|| / ||x_t - x_K|| (0 in
+  burn-in rounds and for clients without examples, so its mean over a round's clients counts
+  those as 0).
   """
 
   name = 'fedpa'
@@ -126,6 +129,14 @@ class FedPA(base.Algorithm):
         f'exceed fedpa burnin_epochs ({fedpa.burnin_epochs})'
       )
     self.rho = fedpa_math.paper_rho(fedpa.shrinkage, self.num_samples, fedpa.shrinkage_form)
+    if fedpa.solver == EXACT:
+      with tf.Graph().as_default():
+        d = sum(int(v.shape.num_elements()) for v in self.model_fn().trainable_variables)
+      if d > EXACT_MAX_DIM:
+        raise ValueError(
+          f"FedPA solver 'exact' forms a d x d matrix and the model has d = {d:,} parameters "
+          f"(limit {EXACT_MAX_DIM:,}); use solver 'dp' (the same delta in O(l^2 d))"
+        )
 
   def client_broadcast(self, server_extra, round_num):
     """Clients learn whether the round is past the server burn-in (t >= burnin_rounds)."""

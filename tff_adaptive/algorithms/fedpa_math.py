@@ -37,6 +37,7 @@ Vectors are nests (tuples) of tensors shaped like a model's trainable weights; i
 sum over all of them, so the flattened d-vector never needs to be built.
 """
 
+import math
 from typing import Any
 from typing import NamedTuple
 
@@ -55,6 +56,8 @@ def check_shrinkage(shrinkage: float, form: str) -> None:
     raise ValueError(
       f'unknown FedPA shrinkage form {form!r}; valid choices: {", ".join(SHRINKAGE_FORMS)}'
     )
+  if not math.isfinite(shrinkage):
+    raise ValueError(f'FedPA shrinkage must be finite, got {shrinkage}')
   if form == PAPER and not shrinkage >= 0:
     raise ValueError(f'FedPA shrinkage rho must be >= 0 (form paper), got {shrinkage}')
   if form == CONVEX and not 0 < shrinkage <= 1:
@@ -172,7 +175,10 @@ def _next_sample(state: DPState, sample: Weights, rho: tf.Tensor) -> DPState:
 
 
 def dp_update(state: DPState, sample: Weights, rho: Any) -> DPState:
-  """The state after one more sample x_t (rho: the paper's, `paper_rho`)."""
+  """The state after one more sample x_t (rho: the paper's, `paper_rho`).
+
+  At most the `num_samples` given to `dp_init` may be added (the state has room for no more).
+  """
   sample = tuple(tf.convert_to_tensor(s) for s in sample)
   if state.v[0].shape[0] == 0:  # room for one sample only: no v_k is ever needed
     return _first_sample(state, sample)

@@ -5,7 +5,8 @@ the first round at which the 10-round running average of the validation metric c
 threshold (e.g. 84% and 86% on EMNIST-62, 30% and 40% on CIFAR-100). Evaluated rounds only:
 the running average at round r is the mean of the evaluations in rounds (r - window, r], so
 with an evaluation every round it is the paper's 10-round average, and with one every k rounds
-it averages the ceil(10 / k) evaluations of that span.
+it averages the ceil(10 / k) evaluations of that span. A run extended past its old last round
+drops that round's off-cadence evaluation from the history (an uninterrupted run never made it).
 """
 
 from collections.abc import Sequence
@@ -16,15 +17,17 @@ WINDOW = 10
 
 def running_average(history: History, round_num: int, window: int = WINDOW) -> float | None:
   """Mean of the evaluations in rounds (round_num - window, round_num]; None if there are none."""
-  values = [v for r, v in history if round_num - window < r <= round_num]
+  # Rounds are distinct and increasing: the span holds at most `window` evaluations.
+  end = next((i for i in range(len(history) - 1, -1, -1) if history[i][0] <= round_num), -1)
+  values = [v for r, v in history[max(0, end - window + 1) : end + 1] if r > round_num - window]
   return sum(values) / len(values) if values else None
 
 
 def rounds_to_target(history: History, threshold: float, window: int = WINDOW) -> int | None:
   """The first evaluated round whose running average is >= threshold; None if none is."""
-  for round_num, _ in history:
-    average = running_average(history, round_num, window)
-    if average is not None and average >= threshold:
+  for i, (round_num, _) in enumerate(history):
+    values = [v for r, v in history[max(0, i - window + 1) : i + 1] if r > round_num - window]
+    if sum(values) / len(values) >= threshold:
       return round_num
   return None
 

@@ -167,27 +167,51 @@ def _flatten(prefix: str, metrics: Mapping[str, float]) -> collections.OrderedDi
   return collections.OrderedDict((f'{prefix}_{k}', float(v)) for k, v in metrics.items())
 
 
-def _target_history(rows: list[dict], metric: str, up_to: int) -> list[tuple[int, float]]:
-  """(round, value) of `metric` in metrics.csv rows of rounds <= up_to, in round order."""
+def _target_history(rows: list[dict], config: LoopConfig, up_to: int) -> list[tuple[int, float]]:
+  """(round, value) of the target metric in metrics.csv rows of rounds <= up_to, in round order.
+
+  Only rounds on the evaluation cadence: an evaluation off it is the last round of a shorter
+  run being extended, which an uninterrupted run would not have made.
+  """
   history = []
   for r in rows:
     round_num = int(float(r['round_num']))
-    if round_num <= up_to and r.get(metric) not in (None, ''):
-      history.append((round_num, float(r[metric])))
+    value = r.get(config.target_metric)
+    if round_num <= up_to and round_num % config.rounds_per_eval == 0 and value not in (None, ''):
+      history.append((round_num, float(value)))
   return sorted(history)
 
 
-def _add_targets(row: dict, history: list, round_num: int, config: LoopConfig) -> None:
-  """Appends this evaluation to `history`; writes the running average and reached targets."""
-  metric = config.target_metric
-  if metric not in row:
-    return
-  history.append((round_num, row[metric]))
-  row[targets.average_column(metric)] = targets.running_average(history, round_num)
-  for threshold in config.targets:
-    reached = targets.rounds_to_target(history, threshold)
-    if reached is not None:
-      row[targets.column(metric, threshold)] = float(reached)
+class _Targets:
+  """The running average of the target metric and the rounds its thresholds were reached."""
+
+  def __init__(self, history: list[tuple[int, float]], config: LoopConfig, warn: TextIO):
+    self.history, self.config, self.warn = history, config, warn
+    self.reached = {t: targets.rounds_to_target(history, t) for t in config.targets}
+    self.warned = False
+
+  def add(self, row: dict, round_num: int) -> None:
+    """Appends this evaluation; writes `<metric>_avg10` and the reached `rounds_to_*`."""
+    metric = self.config.target_metric
+    if metric not in row:
+      if (self.config.targets or metric != 'eval_accuracy') and not self.warned:
+        evaluated = ', '.join(k for k in row if k.startswith('eval_') and '_client_' not in k)
+        print(
+          f'warning: target metric {metric!r} is not evaluated (evaluated: {evaluated}); no '
+          'running average or rounds to target is written',
+          file=self.warn,
+          flush=True,
+        )
+        self.warned = True
+      return
+    self.history.append((round_num, row[metric]))
+    average = targets.running_average(self.history, round_num)
+    row[targets.average_column(metric)] = average
+    for threshold, reached in self.reached.items():
+      if reached is None and average >= threshold:
+        self.reached[threshold] = reached = round_num
+      if reached is not None:
+        row[targets.column(metric, threshold)] = float(reached)
 
 
 def _all_finite(arrays) -> bool:
@@ -256,7 +280,7 @@ def run_training(
         print(f'warning: {e}; moved it to metrics.csv.unreadable', file=warn, flush=True)
   else:
     rows = _read_metrics(metrics_path, start_round)
-    history = _target_history(rows, config.target_metric, start_round)
+    history = _target_history(rows, config, start_round)
     if start_round >= config.total_rounds:
       last = next(r for r in rows if int(float(r['round_num'])) == start_round)
       row = collections.OrderedDict(
@@ -277,6 +301,7 @@ def run_training(
   client_index = {cid: i for i, cid in enumerate(train_clients)}
   population = len(client_index)
 
+  tracker = _Targets(history, config, warn)
   row = collections.OrderedDict()
   round_times = []
   for round_num in range(start_round + 1, config.total_rounds + 1):
@@ -321,7 +346,7 @@ def run_training(
           summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
           row.update(_flatten('eval_client', summary))
           outputs.write_client_eval(output_dir, round_num, per_client)
-      _add_targets(row, history, round_num, config)
+      tracker.add(row, round_num)
     round_times.append(time.perf_counter() - started)
     row['seconds_per_round'] = round_times[-1]
     asyncio.run(csv_manager.release(row, round_num))
