@@ -356,6 +356,8 @@ _SEED_FOR_MEMORY = 7
 def measure_memory(d: int, samples: list[int], rho: float) -> str:
   """Fresh process per (l, DP or control); returns the printed table."""
   context = multiprocessing.get_context('spawn')
+  # The children import TF afresh: level 3 also hides its CUDA-plugin registration lines.
+  os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'
   results = {}
   for num_samples in samples:
     for use_dp in (True, False):
