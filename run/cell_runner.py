@@ -291,3 +291,19 @@ class Runner:
     if code in EXIT_INTERRUPTED:
       return f'interrupted ({exit_text(code)}); rerun to resume'
     return f'FAILED ({exit_text(code)})'
+
+
+def run_cells(
+  cells: list, runs_dir: str, parallel: int, command: Callable[[Any, str], list[str]], rounds: int
+) -> tuple[int | None, list, Runner]:
+  """Runs every cell; returns (the exit code 130 / 143 if stopped by SIGINT / SIGTERM, else None;
+  the cells that failed, a diverged one (trainer exit 3) being a result, not a failure; the
+  runner, whose `exit_codes` and `errors` say more)."""
+  print(f'{len(cells)} cells, {rounds} rounds each, {parallel} at once; runs in {runs_dir}')
+  runner = Runner(cells, runs_dir, parallel, command, rounds)
+  stopped = runner.run()
+  if stopped is not None:
+    print('stopped; rerun the same command to resume', file=sys.stderr, flush=True)
+    return (130 if stopped == signal.SIGINT else 143), [], runner
+  failed = [c for c in cells if runner.exit_codes.get(c.name) not in (0, EXIT_DIVERGED)]
+  return None, failed, runner

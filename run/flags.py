@@ -20,6 +20,7 @@ from tff_adaptive.algorithms import fedpa as fedpa_algorithm
 from tff_adaptive.algorithms import fedpa_math
 from tff_adaptive.engines import inprocess
 from tff_adaptive.loop import sampling
+from tff_adaptive.loop import targets
 from tff_adaptive.optimizers import client as client_optimizers
 from tff_adaptive.optimizers import delta_sgd
 from tff_adaptive.optimizers import schedules
@@ -381,19 +382,6 @@ def _positive(name: str, value) -> Any:
   return value
 
 
-def _thresholds(texts: list[str]) -> tuple[float, ...]:
-  values = []
-  for text in texts:
-    try:
-      value = float(text)
-    except ValueError:
-      raise ValueError(f'--rounds_to_target: {text!r} is not a number') from None
-    if not math.isfinite(value):
-      raise ValueError(f'--rounds_to_target: {text!r} must be finite')
-    values.append(value)
-  return tuple(values)
-
-
 def _or(value, default):
   return default if value is None else value
 
@@ -560,7 +548,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
       device=FLAGS.device,
       target_metric=FLAGS.target_metric,
-      rounds_to_target=_thresholds(FLAGS.rounds_to_target),
+      rounds_to_target=targets.parse_thresholds('rounds_to_target', FLAGS.rounds_to_target),
     ),
     fedpa=fedpa_hparams,
   )

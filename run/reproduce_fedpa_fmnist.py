@@ -22,10 +22,8 @@ difference; the paper's Table 3 differences for reference) and fedpa_fmnist.png.
 import csv
 import dataclasses
 import datetime
-import math
 import os
 import shlex
-import signal
 import statistics
 import sys
 
@@ -314,13 +312,10 @@ def _main(argv: list[str]) -> int:
       raise UsageError(f'--{name} must be >= 1, got {FLAGS[name].value}')
   if not 0 <= FLAGS.burnin_rounds < FLAGS.rounds:
     raise UsageError(f'--burnin_rounds must be in [0, --rounds), got {FLAGS.burnin_rounds}')
-  for text in FLAGS.targets:
-    try:
-      value = float(text)
-    except ValueError:
-      raise UsageError(f'--targets: {text!r} is not a number') from None
-    if not math.isfinite(value):
-      raise UsageError(f'--targets: {text!r} must be finite')
+  try:
+    targets.parse_thresholds('targets', FLAGS.targets)
+  except ValueError as e:
+    raise UsageError(str(e)) from None
   cells = build_cells()
   runs_dir = os.path.abspath(os.path.join(_base_dir(), FLAGS.runs_dir))
   out = os.path.abspath(os.path.join(_base_dir(), FLAGS.out))
@@ -330,16 +325,11 @@ def _main(argv: list[str]) -> int:
     return 0
   failed = []
   if not FLAGS.report_only:
-    print(f'{len(cells)} cells, {FLAGS.rounds} rounds each, {FLAGS.parallel} at once; {runs_dir}')
-    runner = cell_runner.Runner(cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds)
-    stopped = runner.run()
+    stopped, failed, runner = cell_runner.run_cells(
+      cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds
+    )
     if stopped is not None:
-      print('stopped; rerun the same command to resume', file=sys.stderr, flush=True)
-      return 130 if stopped == signal.SIGINT else 143
-    # A diverged cell (trainer exit 3) is a result: reported with its last evaluation.
-    failed = [
-      c for c in cells if runner.exit_codes.get(c.name) not in (0, cell_runner.EXIT_DIVERGED)
-    ]
+      return stopped
   write_report(cells, runs_dir, out)
   for cell in failed:
     print(

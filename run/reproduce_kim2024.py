@@ -59,7 +59,6 @@ import datetime
 import math
 import os
 import shlex
-import signal
 import sys
 
 from absl import app
@@ -583,17 +582,11 @@ def _main(argv: list[str]) -> int:
     return 0
   failed = []
   if not FLAGS.report_only:
-    print(
-      f'{len(cells)} cells, {FLAGS.rounds} rounds each, {FLAGS.parallel} at once; runs in {runs_dir}'
+    stopped, failed, runner = cell_runner.run_cells(
+      cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds
     )
-    runner = cell_runner.Runner(cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds)
-    stopped = runner.run()
     if stopped is not None:
-      print('stopped; rerun the same command to resume', file=sys.stderr, flush=True)
-      return 130 if stopped == signal.SIGINT else 143
-    failed = [
-      c for c in cells if runner.exit_codes.get(c.name) not in (0, cell_runner.EXIT_DIVERGED)
-    ]
+      return stopped
   write_report(cells, runs_dir, out)
   for cell in failed:
     code = runner.exit_codes[cell.name]

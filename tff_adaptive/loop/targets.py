@@ -10,6 +10,7 @@ drops that round's off-cadence evaluation from the history (an uninterrupted run
 """
 
 from collections.abc import Sequence
+import math
 
 History = Sequence[tuple[int, float]]  # (round, metric value) of the evaluated rounds, ordered
 WINDOW = 10
@@ -40,3 +41,17 @@ def column(metric: str, threshold: float) -> str:
 def average_column(metric: str, window: int = WINDOW) -> str:
   """The metrics.csv column of the running average, e.g. eval_accuracy_avg10."""
   return f'{metric}_avg{window}'
+
+
+def parse_thresholds(flag: str, texts: Sequence[str]) -> tuple[float, ...]:
+  """Finite floats from a flag's comma-separated values; ValueError naming the flag."""
+  values = []
+  for text in texts:
+    try:
+      value = float(text)
+    except ValueError:
+      raise ValueError(f'--{flag}: {text!r} is not a number') from None
+    if not math.isfinite(value):
+      raise ValueError(f'--{flag}: {text!r} must be finite')
+    values.append(value)
+  return tuple(values)
