@@ -307,3 +307,33 @@ def run_cells(
     return (130 if stopped == signal.SIGINT else 143), [], runner
   failed = [c for c in cells if runner.exit_codes.get(c.name) not in (0, EXIT_DIVERGED)]
   return None, failed, runner
+
+
+def base_dir() -> str:
+  """Where relative paths start: the directory the command was typed in (also under `bazel run`)."""
+  return os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
+
+
+def command_line(bazel_target: str) -> str:
+  """This script's command line, reconstructed from sys.argv (as `bazel run` under Bazel)."""
+  args = [shlex.quote(a) for a in sys.argv[1:]]
+  if 'BUILD_WORKSPACE_DIRECTORY' in os.environ:
+    return ' '.join([f'bazel run {bazel_target} --', *args])
+  python = sys.executable
+  if python.startswith(os.getcwd() + os.sep):
+    python = os.path.relpath(python)
+  spec = getattr(sys.modules['__main__'], '__spec__', None)
+  prog = ['-m', spec.name] if spec is not None and spec.name else [shlex.quote(sys.argv[0])]
+  return ' '.join([shlex.quote(python), *prog, *args])
+
+
+def report_failures(program: str, failed: list, runner: Runner, runs_dir: str) -> None:
+  """One stderr line per failed cell: its exit, its log and the trainer's last error line."""
+  for cell in failed:
+    code = runner.exit_codes[cell.name]
+    error = runner.errors.get(cell.name)
+    print(
+      f'{program}: error: cell {cell.name} failed ({exit_text(code)}); see '
+      f'{log_path(runs_dir, cell)}' + (f'\n  its last line: {error}' if error else ''),
+      file=sys.stderr,
+    )

@@ -222,7 +222,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     '# FedAvg-ME vs FedPA-ME on Fashion-MNIST Dir(0.1) (offline stand-in for Al-Shedivat et al. '
     '2021, Table 3)',
     '',
-    f'- Command: `{command_line()}`',
+    f'- Command: `{cell_runner.command_line("//run:reproduce_fedpa_fmnist")}`',
     f'- Rounds: {FLAGS.rounds}; server burn-in {FLAGS.burnin_rounds} rounds; shrinkage rho '
     f'{FLAGS.shrinkage}; seeds {", ".join(FLAGS.seeds)}; evaluation every '
     f'{FLAGS.rounds_per_eval} rounds on the pooled 10,000 test images.',
@@ -284,17 +284,6 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) ->
   print(f'wrote {path}', flush=True)
 
 
-def _base_dir() -> str:
-  return os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
-
-
-def command_line() -> str:
-  args = [shlex.quote(a) for a in sys.argv[1:]]
-  if 'BUILD_WORKSPACE_DIRECTORY' in os.environ:
-    return ' '.join(['bazel run //run:reproduce_fedpa_fmnist --', *args])
-  return ' '.join(['python -m run.reproduce_fedpa_fmnist', *args])
-
-
 def main(argv: list[str]) -> int:
   try:
     return _main(argv)
@@ -317,8 +306,8 @@ def _main(argv: list[str]) -> int:
   except ValueError as e:
     raise UsageError(str(e)) from None
   cells = build_cells()
-  runs_dir = os.path.abspath(os.path.join(_base_dir(), FLAGS.runs_dir))
-  out = os.path.abspath(os.path.join(_base_dir(), FLAGS.out))
+  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  out = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.out))
   if FLAGS.dry_run:
     for cell in cells:
       print(shlex.join(trainer_command(cell, runs_dir)))
@@ -331,13 +320,7 @@ def _main(argv: list[str]) -> int:
     if stopped is not None:
       return stopped
   write_report(cells, runs_dir, out)
-  for cell in failed:
-    print(
-      f'reproduce_fedpa_fmnist: error: cell {cell.name} failed '
-      f'({cell_runner.exit_text(runner.exit_codes[cell.name])}); see '
-      f'{cell_runner.log_path(runs_dir, cell)}',
-      file=sys.stderr,
-    )
+  cell_runner.report_failures('reproduce_fedpa_fmnist', failed, runner, runs_dir)
   return 1 if failed else 0
 
 

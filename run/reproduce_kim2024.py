@@ -236,24 +236,6 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
   return [sys.executable, '-m', 'run.federated_trainer', *args]
 
 
-def _base_dir() -> str:
-  # Under `bazel run` relative paths are taken from the directory the command was typed in.
-  return os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
-
-
-def command_line() -> str:
-  """This script's command line, reconstructed from sys.argv."""
-  args = [shlex.quote(a) for a in sys.argv[1:]]
-  if 'BUILD_WORKSPACE_DIRECTORY' in os.environ:
-    return ' '.join(['bazel run //run:reproduce_kim2024 --', *args])
-  python = sys.executable
-  if python.startswith(os.getcwd() + os.sep):
-    python = os.path.relpath(python)
-  spec = getattr(sys.modules['__main__'], '__spec__', None)
-  prog = ['-m', spec.name] if spec is not None and spec.name else [shlex.quote(sys.argv[0])]
-  return ' '.join([shlex.quote(python), *prog, *args])
-
-
 # --- metrics ---
 
 
@@ -441,7 +423,7 @@ def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[
     '',
     f'- Rounds: {FLAGS.rounds} (the paper: {PAPER_ROUNDS}); evaluation every '
     f'{FLAGS.rounds_per_eval} rounds and at the last; seed {FLAGS.seed}.',
-    f'- Command: `{command_line()}`',
+    f'- Command: `{cell_runner.command_line("//run:reproduce_kim2024")}`',
     f'- Trainer command of each cell (here {cells[0].name if cells else "-"}; logs in '
     f'`{runs_dir}/<cell>.log`): `{example}`',
     f'- TF thread pools per trainer: '
@@ -571,8 +553,8 @@ def _main(argv: list[str]) -> int:
   cells = build_cells()
   if not cells:
     raise UsageError('no cells: give --rows or --fedadam_rows')
-  runs_dir = os.path.abspath(os.path.join(_base_dir(), FLAGS.runs_dir))
-  out = os.path.abspath(os.path.join(_base_dir(), FLAGS.out))
+  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  out = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.out))
   if FLAGS.dry_run:
     for cell in cells:
       print(
@@ -588,14 +570,7 @@ def _main(argv: list[str]) -> int:
     if stopped is not None:
       return stopped
   write_report(cells, runs_dir, out)
-  for cell in failed:
-    code = runner.exit_codes[cell.name]
-    error = runner.errors.get(cell.name)
-    print(
-      f'reproduce_kim2024: error: cell {cell.name} failed ({cell_runner.exit_text(code)}); see '
-      f'{cell_runner.log_path(runs_dir, cell)}' + (f'\n  its last line: {error}' if error else ''),
-      file=sys.stderr,
-    )
+  cell_runner.report_failures('reproduce_kim2024', failed, runner, runs_dir)
   return 1 if failed else 0
 
 
