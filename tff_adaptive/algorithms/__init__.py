@@ -2,7 +2,10 @@
 
 * `fedopt`: FedAvg / FedAvgM / FedAdagrad / FedAdam / FedYogi (Reddi et al. 2021);
 * `scaffold`: SCAFFOLD Option II (Karimireddy et al. 2020; Reddi et al. 2021 Alg. 6);
-* `fedpa`: federated posterior averaging (Al-Shedivat et al. 2021), its math in `fedpa_math`.
+* `fedpa`: federated posterior averaging (Al-Shedivat et al. 2021), its math in `fedpa_math`;
+* `adafedadam`: AdaFedAdam (Ju et al.), certainty-weighted alpha-fair aggregation into AdaAdam;
+* the fair-FL baselines of Ju et al.: `fedprox` (Li et al. 2020, the proximal gradient with
+  the right sign), `fednova` (Wang et al. 2020), `qfedavg` (q-FFL, Li et al. 2020).
 
 `ALGORITHMS` maps the trainer's `--algorithm` names to builders taking `AlgorithmInputs`.
 """
@@ -13,16 +16,27 @@ import dataclasses
 import tensorflow_federated as tff
 
 from tff_adaptive import registry
+from tff_adaptive.algorithms.adafedadam import AdaFedAdam
+from tff_adaptive.algorithms.adafedadam import AdaFedAdamHParams
+from tff_adaptive.algorithms.adafedadam import build_adafedadam
 from tff_adaptive.algorithms.base import CLIENT_WEIGHTINGS
 from tff_adaptive.algorithms.base import Algorithm
 from tff_adaptive.algorithms.base import ClientOutput
 from tff_adaptive.algorithms.base import ClientTrainingConfig
+from tff_adaptive.algorithms.fednova import FedNova
+from tff_adaptive.algorithms.fednova import build_fednova
 from tff_adaptive.algorithms.fedopt import FedOpt
 from tff_adaptive.algorithms.fedopt import build_fedopt
 from tff_adaptive.algorithms.fedpa import FedPA
 from tff_adaptive.algorithms.fedpa import FedPAHParams
 from tff_adaptive.algorithms.fedpa import build_fedpa
 from tff_adaptive.algorithms.fedpa import build_fedpa_client_work
+from tff_adaptive.algorithms.fedprox import FedProx
+from tff_adaptive.algorithms.fedprox import FedProxHParams
+from tff_adaptive.algorithms.fedprox import build_fedprox
+from tff_adaptive.algorithms.qfedavg import QFedAvg
+from tff_adaptive.algorithms.qfedavg import QFedAvgHParams
+from tff_adaptive.algorithms.qfedavg import build_qfedavg
 from tff_adaptive.algorithms.scaffold import Scaffold
 from tff_adaptive.algorithms.scaffold import build_scaffold
 from tff_adaptive.optimizers import schedules
@@ -40,6 +54,7 @@ class AlgorithmInputs:
     server_lr_schedule: the server learning-rate schedule.
     num_clients: N, the training population.
     fedpa: FedPA's hyperparameters (read by 'fedpa' only).
+    fedprox, qfedavg, adafedadam: those algorithms' hyperparameters (read by each only).
   """
 
   model_fn: Callable[[], tff.learning.models.VariableModel]
@@ -49,6 +64,9 @@ class AlgorithmInputs:
   server_lr_schedule: schedules.ScheduleConfig
   num_clients: int
   fedpa: FedPAHParams = FedPAHParams()
+  fedprox: FedProxHParams = FedProxHParams()
+  qfedavg: QFedAvgHParams = QFedAvgHParams()
+  adafedadam: AdaFedAdamHParams = AdaFedAdamHParams()
 
   def common(self) -> dict:
     return dict(
@@ -66,6 +84,16 @@ ALGORITHMS: registry.Registry[Callable[[AlgorithmInputs], Algorithm]] = registry
     'fedpa': lambda i: build_fedpa(
       i.model_fn, i.client, i.server_optimizer, fedpa=i.fedpa, **i.common()
     ),
+    'fedprox': lambda i: build_fedprox(
+      i.model_fn, i.client, i.server_optimizer, fedprox=i.fedprox, **i.common()
+    ),
+    'fednova': lambda i: build_fednova(i.model_fn, i.client, i.server_optimizer, **i.common()),
+    'qfedavg': lambda i: build_qfedavg(
+      i.model_fn, i.client, i.server_optimizer, qfedavg=i.qfedavg, **i.common()
+    ),
+    'adafedadam': lambda i: build_adafedadam(
+      i.model_fn, i.client, i.server_optimizer, adafedadam=i.adafedadam, **i.common()
+    ),
   },
 )
 
@@ -77,6 +105,17 @@ def build_algorithm(name: str, inputs: AlgorithmInputs) -> Algorithm:
 
 __all__ = [
   'ALGORITHMS',
+  'AdaFedAdam',
+  'AdaFedAdamHParams',
+  'FedNova',
+  'FedProx',
+  'FedProxHParams',
+  'QFedAvg',
+  'QFedAvgHParams',
+  'build_adafedadam',
+  'build_fednova',
+  'build_fedprox',
+  'build_qfedavg',
   'CLIENT_WEIGHTINGS',
   'Algorithm',
   'AlgorithmInputs',

@@ -35,6 +35,7 @@ import tensorflow_federated as tff
 
 from tff_adaptive import aggregators
 from tff_adaptive.core import local_loop
+from tff_adaptive.core import seeds
 from tff_adaptive.core import tree
 from tff_adaptive.core import validation
 from tff_adaptive.optimizers import client as client_optimizers
@@ -78,6 +79,9 @@ class ClientTrainingConfig:
     weighting: the aggregation weight w_i of client i: 'example' (n_i, its number of training
       examples: FedAvg of McMahan et al., Reddi et al.) or 'uniform' (1: the plain average of
       Kim et al. 2024 Algorithm 1 line 13).
+    max_epochs: resource heterogeneity (Ju et al. Table 1): when set, client i's local epochs
+      in round t are drawn uniformly from {epochs, ..., max_epochs}, a pure function of its
+      seed, i.e. of (seed, t, i); None: every client runs `epochs`.
   """
 
   optimizer: client_optimizers.ClientOptimizerConfig = client_optimizers.ClientOptimizerConfig()
@@ -85,9 +89,12 @@ class ClientTrainingConfig:
   batch_size: int = 20
   lr_schedule: schedules.ScheduleConfig = schedules.ScheduleConfig()
   weighting: str = EXAMPLE_WEIGHTING
+  max_epochs: int | None = None
 
   def __post_init__(self):
     validation.check_int('client epochs', self.epochs, 1)
+    if self.max_epochs is not None:
+      validation.check_int('client max_epochs', self.max_epochs, self.epochs)
     validation.check_int('client batch_size', self.batch_size, 1)
     if self.weighting not in CLIENT_WEIGHTINGS:
       raise ValueError(
@@ -182,6 +189,34 @@ class Algorithm(abc.ABC):
       lambda new, old: tf.where(rejected, old, new), updated, server_extra
     )
 
+  def server_extra_for_model(
+    self, server_extra: Any, model_weights: tff.learning.models.ModelWeights
+  ) -> Any:
+    """The extra server state once the model that training starts from, x_0, is set.
+
+    Engines call it when the initial model weights are set (`Engine.initialize`, the TFF
+    process's `set_model_weights`); e.g. AdaFedAdam keeps x_0 for the clients' F_k(x_0).
+    """
+    del model_weights
+    return server_extra
+
+  # -- The server step. ------------------------------------------------------------------------
+
+  def server_update(self, optimizer_state: Any, trainable: Any, aggregate: Any):
+    """x_{t+1} = ServerOpt(x_t, g_t) from the aggregation's result; see `apply_server_optimizer`.
+
+    Returns (optimizer state, trainable weights, update_non_finite int32). Algorithms whose
+    aggregate carries more than g_t (AdaFedAdam's certainty C) override it and
+    `build_finalizer`.
+    """
+    return apply_server_optimizer(self.server_optimizer, optimizer_state, trainable, aggregate)
+
+  def build_finalizer(self, weights_type) -> tff.learning.templates.FinalizerProcess:
+    """The server step as a TFF finalizer: `build_apply_optimizer_finalizer` by default."""
+    return tff.learning.templates.build_apply_optimizer_finalizer(
+      self.server_optimizer, weights_type
+    )
+
   @property
   def fits_templates(self) -> bool:
     """Whether the algorithm is TFF's four template parts: no extra server or client state.
@@ -192,7 +227,7 @@ class Algorithm(abc.ABC):
     own = type(self)
     return not self.stateful_clients and all(
       getattr(own, name) is getattr(Algorithm, name)
-      for name in ('server_extra_init', 'server_extra_update')
+      for name in ('server_extra_init', 'server_extra_update', 'server_extra_for_model')
     )
 
   # -- Clients. --------------------------------------------------------------------------------
@@ -244,6 +279,16 @@ class Algorithm(abc.ABC):
     stats.update(self.client_rule.statistics(step_state))
     return stats
 
+  def client_epochs(self, seed: tf.Tensor) -> tf.Tensor | None:
+    """E_i: None (every client runs `epochs`) or, with `max_epochs`, U{epochs..max_epochs}.
+
+    Drawn from the client's round seed (a function of the run's seed, the round and the
+    client), so it is reproducible and independent of the engine.
+    """
+    if self.client.max_epochs is None or self.client.max_epochs == self.client.epochs:
+      return None
+    return seeds.client_epochs(seed, self.client.epochs, self.client.max_epochs)
+
   def client_weight(self, data: collections.OrderedDict) -> tf.Tensor:
     """w_i: n_i ('example' weighting) or 1 ('uniform'), float32; 0 for a client without data."""
     n = example_weight(data)
@@ -259,10 +304,19 @@ class Algorithm(abc.ABC):
     seed: tf.Tensor,
     local_step: local_loop.LocalStep,
   ) -> tuple[Any, Any, tf.Tensor]:
-    """Starts `model` at x_t and runs the local loop; returns (step state, u_i, K)."""
+    """Starts `model` at x_t and runs the local loop; returns (step state, u_i, K).
+
+    With `ClientTrainingConfig.max_epochs` the client's epochs are `client_epochs(seed)`.
+    """
     assign_weights(model, initial_weights)
     state, num_steps = local_loop.run_local_steps(
-      model, data, seed, self.client.batch_size, self.client.epochs, local_step
+      model,
+      data,
+      seed,
+      self.client.batch_size,
+      self.client.max_epochs or self.client.epochs,
+      local_step,
+      num_epochs=self.client_epochs(seed),
     )
     trained = tf.nest.pack_sequence_as(initial_weights.trainable, model.trainable_variables)
     update = tf.nest.map_structure(tf.subtract, initial_weights.trainable, trained)

@@ -122,6 +122,11 @@ class FedPA(base.Algorithm):
     """As `base.Algorithm`, plus `fedpa`: FedPA's hyperparameters."""
     super().__init__(*args, **kwargs)
     self.fedpa = fedpa
+    if self.client_epochs(tf.zeros([2], tf.int64)) is not None:
+      raise ValueError(
+        'FedPA takes one posterior sample per epoch into a fixed-size state: client max_epochs '
+        '(resource heterogeneity) is not supported'
+      )
     self.num_samples = fedpa.num_samples(self.client.epochs)
     if self.num_samples < 1:
       raise ValueError(

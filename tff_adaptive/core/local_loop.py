@@ -148,6 +148,7 @@ def run_local_steps(
   batch_size: int,
   epochs: int,
   local_step: LocalStep,
+  num_epochs: tf.Tensor | None = None,
 ) -> tuple[Any, tf.Tensor]:
   """Runs E epochs of minibatch steps on one client's in-memory examples.
 
@@ -156,8 +157,10 @@ def run_local_steps(
     features: OrderedDict of per-example tensors (leading dimension n).
     seed: int64[2], the client's seed for this round (`seeds.client_seed`).
     batch_size: B >= 1.
-    epochs: E >= 1.
+    epochs: E >= 1 (with `num_epochs`: the most epochs a client may run).
     local_step: what one step does.
+    num_epochs: optional int32 tensor <= epochs: run this many epochs instead (resource
+      heterogeneity); epoch e visits the same permutation either way.
 
   Returns:
     (the step state after the last step, K = E * ceil(n / B) local steps taken, int32).
@@ -166,6 +169,8 @@ def run_local_steps(
   steps_per_epoch = (n + batch_size - 1) // batch_size
   seed = tf.cast(seed, tf.int64)
   perms = seeds.epoch_permutations(n, epochs, seed)
+  if num_epochs is not None:
+    epochs = tf.cast(num_epochs, tf.int32)
   num_steps = steps_per_epoch * epochs
   apply = lambda batch, step_seed, state: local_step.apply(model, batch, step_seed, state)
   if getattr(_options, 'xla', False):
@@ -199,3 +204,65 @@ def run_local_steps(
     lambda epoch, _: epoch < epochs, epoch_body, (tf.constant(0), local_step.init(model))
   )
   return state, num_steps
+
+
+# Examples per forward pass of `full_loss_and_gradient` (not a hyperparameter: the result is
+# the same up to float rounding whatever the chunk size).
+FULL_PASS_CHUNK = 512
+
+
+def full_loss_and_gradient(
+  model: VariableModel,
+  features: collections.OrderedDict,
+  max_examples: int | None = None,
+  gradient: bool = True,
+) -> tuple[tf.Tensor, tuple[tf.Tensor, ...] | None]:
+  """F_k(x) and grad F_k(x) over a client's local data at the model's current weights.
+
+  F_k is the example-weighted mean of the model's per-batch losses over the first
+  m = min(n, max_examples) examples (all n by default), computed in chunks of
+  `FULL_PASS_CHUNK` in inference mode (no dropout), so the loss of a model whose loss is a
+  per-example mean is exactly that mean. The model's metric variables are left untouched, so
+  the training metrics count only training steps. A client without examples gives (0, 0).
+
+  Args:
+    model: the workspace model holding x.
+    features: OrderedDict of per-example tensors (leading dimension n).
+    max_examples: optional cap m (Ju et al.'s code: 512).
+    gradient: also return the gradient w.r.t. the trainable variables (else None).
+
+  Returns:
+    (float32 loss, tuple of gradients or None).
+  """
+  n = num_examples(features)
+  if max_examples is not None:
+    n = tf.minimum(n, max_examples)
+  saved = [v.read_value() for v in model.local_variables]
+  trainable = model.trainable_variables
+  num_chunks = (n + FULL_PASS_CHUNK - 1) // FULL_PASS_CHUNK
+
+  def body(i, loss_sum, grad_sum):
+    start = i * FULL_PASS_CHUNK
+    end = tf.minimum(start + FULL_PASS_CHUNK, n)
+    batch = tf.nest.map_structure(lambda t: t[start:end], features)
+    size = tf.cast(end - start, tf.float32)
+    with tf.GradientTape() as tape:
+      loss = tf.cast(model.forward_pass(batch, training=False).loss, tf.float32)
+    if gradient:
+      grads = tape.gradient(loss, trainable)
+      grad_sum = tuple(s + size * tf.cast(g, s.dtype) for s, g in zip(grad_sum, grads))
+    return i + 1, loss_sum + size * loss, grad_sum
+
+  zeros = tuple(tf.zeros_like(v) for v in trainable) if gradient else ()
+  with tf.control_dependencies(saved):
+    _, loss_sum, grad_sum = tf.while_loop(
+      lambda i, *_: i < num_chunks, body, (tf.constant(0), tf.constant(0.0), zeros)
+    )
+  with tf.control_dependencies([loss_sum, *grad_sum]):
+    for v, value in zip(model.local_variables, saved):
+      v.assign(value)
+  count = tf.cast(n, tf.float32)
+  loss = tf.math.divide_no_nan(loss_sum, count)
+  if not gradient:
+    return loss, None
+  return loss, tuple(tf.math.divide_no_nan(g, tf.cast(count, g.dtype)) for g in grad_sum)

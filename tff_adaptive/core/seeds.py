@@ -51,6 +51,18 @@ def epoch_permutations(n: tf.Tensor, epochs: int, seed: tf.Tensor) -> tf.Tensor:
   return tf.stack(perms)
 
 
+def client_epochs(seed: tf.Tensor, low: int, high: int) -> tf.Tensor:
+  """int32 E_i ~ U{low, ..., high} from a client's round seed (resource heterogeneity).
+
+  Its stateless seed (seed[0], -1 - seed[1]) is used by no other draw (theirs have
+  second components >= 0).
+  """
+  seed = tf.cast(seed, tf.int64)
+  return tf.random.stateless_uniform(
+    [], seed=tf.stack([seed[0], -1 - seed[1]]), minval=low, maxval=high + 1, dtype=tf.int32
+  )
+
+
 @contextlib.contextmanager
 def step_seeds(seed: tf.Tensor):
   """Within the block, `next_layer_seed()` returns seeds derived from `seed` (int64[2])."""

@@ -31,3 +31,13 @@ def all_finite(tree: Any) -> tf.Tensor:
   if not leaves:
     return tf.constant(True)
   return tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(t)) for t in leaves]))
+
+
+def scale(tree: Any, factor: tf.Tensor) -> Any:
+  """factor * tree, leaf by leaf."""
+  return tf.nest.map_structure(lambda t: tf.cast(factor, t.dtype) * t, tree)
+
+
+def global_norm(tree: Any) -> tf.Tensor:
+  """||tree||_2 over all leaves (float32 scalar)."""
+  return tf.linalg.global_norm([tf.cast(t, tf.float32) for t in tf.nest.flatten(tree)])

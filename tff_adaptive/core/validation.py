@@ -6,3 +6,20 @@ def check_int(name: str, value, low: int) -> int:
   if isinstance(value, bool) or not isinstance(value, int) or value < low:
     raise ValueError(f'{name}={value!r} is invalid; expected an integer >= {low}')
   return value
+
+
+def check_positive(name: str, value) -> float:
+  """`value` as a float if it is a finite number > 0; else ValueError naming `name`."""
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < _INF:
+    raise ValueError(f'{name}={value!r} is invalid; expected a finite number > 0')
+  return float(value)
+
+
+def check_nonnegative(name: str, value) -> float:
+  """`value` as a float if it is a finite number >= 0; else ValueError naming `name`."""
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < _INF:
+    raise ValueError(f'{name}={value!r} is invalid; expected a finite number >= 0')
+  return float(value)
+
+
+_INF = float('inf')

@@ -11,7 +11,8 @@ Round t inside the function (clients i = 0..k-1 in the order given):
   eta_l = schedule(t); b = client_broadcast(server extra, t)
   for i: out_i = client_update(model, x_t, D_i, seed_i, eta_l, b, state_i)      (sequential)
          acc = aggregation.accumulate(acc, out_i.update, out_i.weight); sum w_i extras_i; stats
-  g_t = aggregation.report(acc); x_{t+1} = ServerOpt(x_t, g_t) unless g_t is non-finite
+  g_t = aggregation.report(acc); x_{t+1} = server_update(x_t, g_t) (ServerOpt unless g_t is
+  non-finite)
   server extra <- server_extra_update(extra, sum w_i extras_i / sum w_i, k)
 
 The round's clients arrive as one tensor per feature (all clients' examples concatenated)
@@ -137,11 +138,12 @@ class InProcessEngine(base.Engine):
         tuple(tf.constant(w) for w in initial_weights.trainable),
         tuple(tf.constant(w) for w in initial_weights.non_trainable),
       )
+      extra = self.algorithm.server_extra_init(self._specs)
       return collections.OrderedDict(
         model=weights,
         optimizer=self.algorithm.server_optimizer.initialize(self._specs),
         client_round=tf.constant(0, tf.int32),
-        extra=self.algorithm.server_extra_init(self._specs),
+        extra=self.algorithm.server_extra_for_model(extra, weights),
       )
 
   def model_weights(self, state: Any) -> tff.learning.models.ModelWeights:
@@ -217,7 +219,7 @@ class InProcessEngine(base.Engine):
     zeros = lambda specs: tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), specs)
     fill = lambda specs, v: tf.nest.map_structure(lambda s: tf.fill(s.shape, v), specs)
     carry = (
-      alg.aggregation.zero(self._specs),
+      alg.aggregation.zero(spec.update),
       zeros(spec.extras),
       tf.constant(0.0),
       zeros(spec.stats),
@@ -239,9 +241,7 @@ class InProcessEngine(base.Engine):
     )
     acc, extras_sum, weight_sum, stat_sum, stat_min, stat_max = carry
     update = alg.aggregation.report(acc)
-    opt_state, trainable, non_finite = algorithm_base.apply_server_optimizer(
-      alg.server_optimizer, state['optimizer'], x_t.trainable, update
-    )
+    opt_state, trainable, non_finite = alg.server_update(state['optimizer'], x_t.trainable, update)
     new_state = collections.OrderedDict(
       model=tff.learning.models.ModelWeights(tuple(trainable), tuple(x_t.non_trainable)),
       optimizer=opt_state,

@@ -100,20 +100,21 @@ def _initial_weights_fn(algorithm):
   return initial_model_weights_fn
 
 
-def _server_update_fn(algorithm, weights_type):
-  """(optimizer state, x_t, g_t) -> (state, x_{t+1}, update_non_finite): TFF's finalizer rule."""
+def _server_update_fn(algorithm, weights_type, aggregate_type):
+  """(optimizer state, x_t, aggregate) -> (state, x_{t+1}, update_non_finite).
+
+  `Algorithm.server_update`: TFF's finalizer rule for a model-shaped g_t.
+  """
   specs = tff.types.type_to_tf_tensor_specs(weights_type.trainable)
 
   @tff.tensorflow.computation
   def init_optimizer():
     return algorithm.server_optimizer.initialize(specs)
 
-  @tff.tensorflow.computation(
-    init_optimizer.type_signature.result, weights_type, weights_type.trainable
-  )
+  @tff.tensorflow.computation(init_optimizer.type_signature.result, weights_type, aggregate_type)
   def server_update(opt_state, weights, update):
-    new_state, new_trainable, non_finite = algorithm_base.apply_server_optimizer(
-      algorithm.server_optimizer, opt_state, weights.trainable, update
+    new_state, new_trainable, non_finite = algorithm.server_update(
+      opt_state, weights.trainable, update
     )
     new_weights = tff.learning.models.ModelWeights(new_trainable, weights.non_trainable)
     return new_state, new_weights, non_finite
@@ -202,14 +203,14 @@ def _composed_process(
 ) -> tff.learning.templates.LearningProcess:
   """The template route: distributor, client work, aggregator, finalizer."""
   weights_type, _, _ = _model_types(algorithm)
+  client_work = build_client_work(algorithm)
+  update_type = client_work.next.type_signature.result.result.member.update
   return tff.learning.templates.compose_learning_process(
     _initial_weights_fn(algorithm),
     tff.learning.templates.build_broadcast_process(weights_type),
-    build_client_work(algorithm),
-    algorithm.aggregation.factory().create(weights_type.trainable, tff.TensorType(np.float32)),
-    tff.learning.templates.build_apply_optimizer_finalizer(
-      algorithm.server_optimizer, weights_type
-    ),
+    client_work,
+    algorithm.aggregation.factory().create(update_type, tff.TensorType(np.float32)),
+    algorithm.build_finalizer(weights_type),
   )
 
 
@@ -255,10 +256,6 @@ def _handwritten_process(
   data_type = client_data_type(algorithm)
   specs = tuple(tff.types.type_to_tf_tensor_specs(weights_type.trainable))
   metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
-  aggregation_process = algorithm.aggregation.factory().create(
-    weights_type.trainable, tff.TensorType(np.float32)
-  )
-  init_optimizer, server_update = _server_update_fn(algorithm, weights_type)
 
   @tff.tensorflow.computation
   def client_work_init():
@@ -297,7 +294,7 @@ def _handwritten_process(
       position = element[POSITION_KEY] if algorithm.stateful_clients else tf.constant(0)
       return (
         collections.OrderedDict(
-          update=tuple(out.update),
+          update=tuple(out.update) if isinstance(out.update, list) else out.update,
           weight=out.weight,
           stats=out.stats,
           extras=out.extras,
@@ -310,6 +307,12 @@ def _handwritten_process(
     return train()
 
   extras_type = client_update.type_signature.result[0]['extras']
+  aggregation_process = algorithm.aggregation.factory().create(
+    client_update.type_signature.result[0]['update'], tff.TensorType(np.float32)
+  )
+  init_optimizer, server_update = _server_update_fn(
+    algorithm, weights_type, aggregation_process.next.type_signature.result.result.member
+  )
 
   @tff.tensorflow.computation(client_work_type, extras_type, np.int32, np.int32)
   def server_extra(client_work, extras_mean, num_clients, update_non_finite):
@@ -387,10 +390,14 @@ def _handwritten_process(
 
   @tff.tensorflow.computation(state_type, state_type.global_model_weights)
   def set_model_weights(state, model_weights):
+    client_work = collections.OrderedDict(
+      round_num=state.client_work['round_num'],
+      extra=algorithm.server_extra_for_model(state.client_work['extra'], model_weights),
+    )
     return tff.learning.templates.LearningAlgorithmState(
       global_model_weights=model_weights,
       distributor=state.distributor,
-      client_work=state.client_work,
+      client_work=client_work,
       aggregator=state.aggregator,
       finalizer=state.finalizer,
     )

@@ -2,7 +2,8 @@
 
 Reddi et al. 2021 report the global model's metrics on the pooled test split. Fairness-minded
 papers (Ju et al., AdaFedAdam; Li et al., q-FFL) report the distribution of a metric over
-clients' own test data: average, standard deviation, and the average of the worst 30%.
+clients' own test data: average, standard deviation, and the average of the worst 30%, and
+(Ju et al. Fig. 3) the relative standard deviation of the error (`<accuracy>_error_rsd`).
 
 Evaluation runs in-process in one compiled tf.function over in-memory batches; it is not a
 federated computation, so it costs no TFF runtime overhead.
@@ -128,4 +129,16 @@ class Evaluator:
       )
       for stat, value in stats.items():
         summary[f'{name}_{stat}'] = value
+      if 'accuracy' in name:
+        summary[f'{name}_error_rsd'] = error_rsd([r[name] for r in per_client.values()])
     return summary, per_client
+
+
+def error_rsd(accuracies) -> float:
+  """RSD of the error over clients: std(1 - a) / mean(1 - a) (Ju et al. Fig. 3); 0 if no error.
+
+  The fairness axis of AdaFedAdam's Pareto plot: 0 when every client's error is the same.
+  """
+  errors = 1.0 - np.asarray(accuracies, np.float64)
+  mean = errors.mean()
+  return float(errors.std() / mean) if mean > 0 else 0.0

@@ -51,6 +51,36 @@ class DivergenceError(RuntimeError):
   """Training produced a non-finite loss, update or model in a round."""
 
 
+class ClientLossError(DivergenceError):
+  """A client's loss makes its round's quantities undefined (e.g. AdaFedAdam's F_k(x_0) = 0)."""
+
+
+def _client_loss_problem(
+  evaluator: evaluation.Evaluator,
+  weights: tff.learning.models.ModelWeights,
+  initial_weights: tff.learning.models.ModelWeights,
+  client_ids: Iterable[str],
+  train_clients: Mapping[str, Mapping[str, np.ndarray]],
+) -> str | None:
+  """The first of `client_ids` whose loss at x_t is not finite or at x_0 is 0, described.
+
+  Run on the host only when a round reports an unusable client (`client_invalid_max` > 0,
+  AdaFedAdam) or a non-finite training loss, to name the client.
+  """
+  with np.errstate(over='ignore', invalid='ignore'):
+    for cid in client_ids:
+      data = train_clients[cid]
+      loss_t = evaluator.evaluate(weights, data)['loss']
+      if not math.isfinite(loss_t):
+        return f"client {cid} has a non-finite loss ({loss_t}) at the round's model"
+      if evaluator.evaluate(initial_weights, data)['loss'] == 0:
+        return (
+          f'client {cid} has loss 0 at the initial model x_0, so its I_k = F_k(x_t) / F_k(x_0) '
+          'is undefined'
+        )
+  return None
+
+
 class ResumeError(ValueError):
   """The experiment directory cannot be resumed: no checkpoint loads, or metrics.csv is lost."""
 
@@ -258,6 +288,7 @@ def run_training(
   Raises:
     DivergenceError: a round produced a non-finite loss, update or model; everything
       written before that round stays as it was (that round's row is not written).
+      `ClientLossError` (a DivergenceError) names the client when one is to blame.
     ResumeError: no checkpoint loads, or metrics.csv does not hold the checkpointed rounds.
   """
   output_dir = config.output_dir
@@ -318,6 +349,15 @@ def run_training(
     ]
     result = engine.next(state, clients)
     row = collections.OrderedDict(result.metrics)
+    if row.get('client_invalid_max', 0) > 0 or not math.isfinite(row['train_loss']):
+      problem = _client_loss_problem(
+        evaluator, engine.model_weights(state), initial_weights, sampled, train_clients
+      )
+      if problem is not None:
+        raise ClientLossError(
+          f'round {round_num}: {problem}; checkpoints and metrics up to round {round_num - 1} '
+          f'are intact in {output_dir}'
+        )
     new_weights = engine.model_weights(result.state)
     diverged = (
       not math.isfinite(row['train_loss'])

@@ -4,11 +4,14 @@
   2021), `SERVER_OPTIMIZERS`;
 * `client`: local update rules, `CLIENT_OPTIMIZERS` (SGD, SGDM, Adam, Adagrad, SPS, Delta-SGD);
 * `delta_sgd`: Delta-SGD (Kim et al. 2024), a TFF optimizer and a local-step hook;
+* `adaadam`: AdaAdam of AdaFedAdam (Ju et al.), Adam adapted to the update's certainty;
 * `sps`: the stochastic Polyak step size (Loizou et al. 2021), a local-step hook;
 * `schedules`: round -> learning rate, `SCHEDULES`;
 * `fedopt_math`: the server rules as pure TF functions.
 """
 
+from tff_adaptive.optimizers.adaadam import AdaAdam
+from tff_adaptive.optimizers.adaadam import build_adaadam
 from tff_adaptive.optimizers.client import CLIENT_OPTIMIZERS
 from tff_adaptive.optimizers.client import ClientOptimizerConfig
 from tff_adaptive.optimizers.client import ClientRule
@@ -37,6 +40,8 @@ from tff_adaptive.optimizers.sps import sps_step
 
 __all__ = [
   'ALGORITHM2',
+  'AdaAdam',
+  'build_adaadam',
   'CLIENT_OPTIMIZERS',
   'ClientOptimizerConfig',
   'ClientRule',

@@ -1,5 +1,7 @@
 """Server optimizers of the FedOpt family (FedAvg, FedAvgM, FedAdagrad, FedAdam, FedYogi).
 
+Also registered: 'adaadam', AdaFedAdam's certainty-adaptive Adam (`optimizers.adaadam`).
+
 Reddi et al. "Adaptive Federated Optimization." ICLR 2021, Algorithms 2 and 5.
 
 Each adaptive optimizer comes in two named variants:
@@ -30,6 +32,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive import registry
+from tff_adaptive.optimizers import adaadam
 from tff_adaptive.optimizers import fedopt_math
 
 LEARNING_RATE_KEY = tff.learning.optimizers.LEARNING_RATE_KEY
@@ -330,7 +333,8 @@ class ServerOptimizerConfig:
     learning_rate: eta.
     momentum: sgdm's momentum.
     tau, beta_1, beta_2, initial_accumulator_value, variant: adaptive optimizers'.
-      beta_1 None picks 0 for adagrad and 0.9 for adam/yogi.
+      beta_1 None picks 0 for adagrad and 0.9 for adam/yogi/adaadam; tau is AdaAdam's eps.
+    certainty_lr_from_step: AdaAdam's (`optimizers.adaadam`).
   """
 
   name: str = 'sgd'
@@ -341,6 +345,7 @@ class ServerOptimizerConfig:
   beta_2: float = 0.999
   initial_accumulator_value: float | None = None
   variant: str = PUBLISHED
+  certainty_lr_from_step: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -352,11 +357,13 @@ class ServerOptimizerEntry:
     default_learning_rate: eta when neither the flag nor the task gives one.
     hparams: the `ServerOptimizerConfig` fields this optimizer reads (besides name and
       learning_rate); only these are recorded for a run, so an ignored flag cannot block a resume.
+    default_tau: tau when neither the flag nor the task gives one.
   """
 
   build: Callable[[ServerOptimizerConfig], Any]
   default_learning_rate: float
   hparams: tuple[str, ...] = ()
+  default_tau: float = 1e-3
 
 
 _ADAPTIVE_HPARAMS = ('tau', 'beta_1', 'beta_2', 'initial_accumulator_value', 'variant')
@@ -389,6 +396,18 @@ SERVER_OPTIMIZERS: registry.Registry[ServerOptimizerEntry] = registry.Registry(
       ),
       0.01,
       _ADAPTIVE_HPARAMS,
+    ),
+    'adaadam': ServerOptimizerEntry(
+      lambda c: adaadam.build_adaadam(
+        c.learning_rate,
+        0.9 if c.beta_1 is None else c.beta_1,
+        c.beta_2,
+        c.tau,
+        c.certainty_lr_from_step,
+      ),
+      1e-3,
+      ('tau', 'beta_1', 'beta_2', 'certainty_lr_from_step'),
+      default_tau=1e-8,
     ),
     'yogi': ServerOptimizerEntry(
       lambda c: build_fedyogi(

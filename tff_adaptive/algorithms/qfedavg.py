@@ -1,0 +1,102 @@
+"""q-FedAvg: the q-fair federated objective sum_k F_k^{q+1} / (q+1), solved federatedly.
+
+Li, Sanjabi, Beirami, Smith. "Fair Resource Allocation in Federated Learning." ICLR 2020,
+Algorithm 2 (q-FedAvg). A baseline of Ju et al. (q = 1, server lr 1). Round t::
+
+    client k: F_k = F_k(x_t) over its training data;  x_k = ClientOpt^K(x_t)
+              Delta_k = L (x_t - x_k),  L = 1 / eta_l
+              h_k = q F_k^(q-1) ||Delta_k||^2 + L F_k^q
+    server:   x_{t+1} = x_t - sum_k F_k^q Delta_k / sum_k h_k
+
+As a weighted mean: client k sends v_k = F_k^q Delta_k / h_k with weight h_k, so that
+sum h_k v_k / sum h_k is the step above; the server optimizer applies it (SGD, eta 1: the
+paper's). F_k gets + 1e-10 before its powers, as in the authors' code (`np.float_power(loss +
+1e-10, q)`), so F_k = 0 is harmless; with q = 0 the first term of h_k is 0 (no 0 * inf), h_k
+= L, v_k = x_t - x_k: FedAvg with uniform weights. The weights are h_k: the client weighting
+flag is not read (q-FFL's p_k enters through sampling).
+"""
+
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.algorithms import base
+from tff_adaptive.core import local_loop
+from tff_adaptive.core import tree
+from tff_adaptive.core import validation
+from tff_adaptive.optimizers import client as client_optimizers
+
+LOSS_EPSILON = 1e-10
+
+
+@dataclasses.dataclass(frozen=True)
+class QFedAvgHParams:
+  """q >= 0 (0: FedAvg with uniform weights)."""
+
+  q: float = 1.0
+
+  def __post_init__(self):
+    validation.check_nonnegative('q-FedAvg q', self.q)
+
+
+def qffl_weight(loss: tf.Tensor, delta_norm_sq: tf.Tensor, lipschitz: tf.Tensor, q: float):
+  """h_k = q F^(q-1) ||Delta||^2 + L F^q (the q term omitted when q = 0)."""
+  h = lipschitz * tf.pow(loss, q)
+  if q != 0:
+    h += q * tf.pow(loss, q - 1.0) * delta_norm_sq
+  return h
+
+
+class QFedAvg(base.Algorithm):
+  """q-FedAvg (Li et al. 2020, Algorithm 2); see the module docstring.
+
+  The client optimizer must read eta_l (L = 1 / eta_l(t)): sgd, sgdm, adam, adagrad.
+  """
+
+  name = 'qfedavg'
+
+  def __init__(self, *args: Any, qfedavg: QFedAvgHParams = QFedAvgHParams(), **kwargs: Any):
+    super().__init__(*args, **kwargs)
+    self.hparams = qfedavg
+    name = self.client.optimizer.name
+    registered = client_optimizers.CLIENT_OPTIMIZERS
+    if not registered[name].reads_learning_rate:
+      raise ValueError(
+        f'qfedavg estimates L = 1 / eta_l from the client learning rate; client optimizer '
+        f'{name!r} sets its own steps (valid: '
+        f'{", ".join(n for n in registered if registered[n].reads_learning_rate)})'
+      )
+
+  def client_update(
+    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
+  ):
+    del broadcast, client_state
+    q = self.hparams.q
+    base.assign_weights(model, initial_weights)
+    loss, _ = local_loop.full_loss_and_gradient(model, data, gradient=False)
+    step = self.local_step(learning_rate)
+    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
+    lipschitz = 1.0 / tf.cast(learning_rate, tf.float32)
+    delta = tree.scale(update, lipschitz)
+    f = loss + LOSS_EPSILON
+    h = qffl_weight(f, tf.square(tree.global_norm(delta)), lipschitz, q)
+    has_data = local_loop.num_examples(data) > 0
+    weight = tf.where(has_data, h, 0.0)
+    value = tree.scale(delta, tf.math.divide_no_nan(tf.pow(f, q), h))
+    stats = self.client_statistics(state, num_steps)
+    stats['initial_loss'] = loss
+    stats['qffl_weight'] = weight
+    return base.ClientOutput(update=value, weight=weight, stats=stats)
+
+
+def build_qfedavg(
+  model_fn: base.ModelFn,
+  client: base.ClientTrainingConfig,
+  server_optimizer: tff.learning.optimizers.Optimizer,
+  qfedavg: QFedAvgHParams = QFedAvgHParams(),
+  **kwargs: Any,
+) -> QFedAvg:
+  """q-FedAvg with fairness `qfedavg.q`; other arguments as `build_fedopt`."""
+  return QFedAvg(model_fn, client, server_optimizer, qfedavg=qfedavg, **kwargs)

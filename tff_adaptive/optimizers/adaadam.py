@@ -1,0 +1,243 @@
+"""AdaAdam: Adam whose decay rates and step size adapt to the certainty C of the update.
+
+Ju et al., "Accelerating Fair Federated Learning: Adaptive Federated Adam" (AdaFedAdam),
+Algorithm 1. With m_0 = v_0 = 0 and c_{0,m} = c_{0,v} = 1, step t with update g_t and
+certainty C_t:
+
+    beta_{t,1} = beta_1^C_t,  beta_{t,2} = beta_2^C_t,  eta_t = C_t eta
+    c_{t+1,m} = c_{t,m} beta_{t,1},  c_{t+1,v} = c_{t,v} beta_{t,2}
+    m_{t+1} = beta_{t,1} m_t + (1 - beta_{t,1}) g_t
+    v_{t+1} = beta_{t,2} v_t + (1 - beta_{t,2}) g_t^2
+    x_{t+1} = x_t - eta_t m_hat / (sqrt(v_hat) + eps),
+    m_hat = m_{t+1} / (1 - c_{t+1,m}),  v_hat = v_{t+1} / (1 - c_{t+1,v})
+
+(the printed algorithm's last line has eta where its text and the line eta_t <- C eta mean
+eta_t). With C_t = 1 for every t, c_{t,m} = beta_1^t and this is bias-corrected Adam (Kingma
+and Ba; the published FedAdam of Reddi et al.). C_t is the optimizer's hyperparameter
+`certainty` (`CERTAINTY_KEY`), set each step by AdaFedAdam's finalizer (`build_finalizer`)
+through `set_hparams`, the way `tff.learning.optimizers.schedule_learning_rate` sets the
+learning rate; used alone it stays 1.
+
+Option `certainty_lr_from_step` = s uses eta_t = eta for steps t < s and C_t eta from step s
+(0-based; the authors' code: 6, "lr x C from the 7th server step"). With C_t < 0 the
+algorithm breaks down (beta^C > 1: the moments grow instead of decaying, eta_t < 0 steps
+uphill); this optimizer applies any C it is given, and AdaFedAdam decides what reaches it
+(`tff_adaptive.algorithms.adafedadam`: C <= 0 is applied as C = 0 by default, a step that
+changes nothing).
+"""
+
+import collections
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.core import validation
+
+LEARNING_RATE_KEY = tff.learning.optimizers.LEARNING_RATE_KEY
+CERTAINTY_KEY = 'certainty'
+_BETA_1_KEY = 'beta_1'
+_BETA_2_KEY = 'beta_2'
+_EPSILON_KEY = 'epsilon'
+_STEP_KEY = 'step'
+_PRODUCT_1_KEY = 'c_m'
+_PRODUCT_2_KEY = 'c_v'
+_HPARAMS_KEYS = (LEARNING_RATE_KEY, _BETA_1_KEY, _BETA_2_KEY, _EPSILON_KEY, CERTAINTY_KEY)
+
+
+def adapted_decay(beta: tf.Tensor, certainty: tf.Tensor) -> tf.Tensor:
+  """beta_t = beta^C."""
+  return tf.pow(beta, certainty)
+
+
+def moment(previous: tf.Tensor, value: tf.Tensor, beta_t: tf.Tensor) -> tf.Tensor:
+  """beta_t previous + (1 - beta_t) value."""
+  return beta_t * previous + (1.0 - beta_t) * value
+
+
+def adaadam_step(x, m_hat, v_hat, eta_t, epsilon):
+  """x - eta_t m_hat / (sqrt(v_hat) + eps)."""
+  return x - eta_t * m_hat / (tf.sqrt(v_hat) + epsilon)
+
+
+class AdaAdam(tff.learning.optimizers.Optimizer):
+  """AdaAdam as a `tff.learning.optimizers.Optimizer` (see the module docstring)."""
+
+  def __init__(
+    self,
+    learning_rate: float = 1e-3,
+    beta_1: float = 0.9,
+    beta_2: float = 0.999,
+    epsilon: float = 1e-8,
+    certainty_lr_from_step: int = 0,
+  ):
+    validation.check_positive('AdaAdam learning_rate', learning_rate)
+    validation.check_positive('AdaAdam epsilon', epsilon)
+    for name, beta in (('beta_1', beta_1), ('beta_2', beta_2)):
+      if not 0 <= beta < 1:
+        raise ValueError(f'AdaAdam {name} must be in [0, 1), got {beta}')
+    validation.check_int('AdaAdam certainty_lr_from_step', certainty_lr_from_step, 0)
+    self._lr = float(learning_rate)
+    self._beta_1 = float(beta_1)
+    self._beta_2 = float(beta_2)
+    self._epsilon = float(epsilon)
+    self._lr_from = int(certainty_lr_from_step)
+
+  def initialize(self, specs: Any) -> collections.OrderedDict:
+    zeros = lambda s: tf.zeros(s.shape, s.dtype)
+    return collections.OrderedDict(
+      [
+        (LEARNING_RATE_KEY, self._lr),
+        (_BETA_1_KEY, self._beta_1),
+        (_BETA_2_KEY, self._beta_2),
+        (_EPSILON_KEY, self._epsilon),
+        (CERTAINTY_KEY, 1.0),
+        (_STEP_KEY, 0),
+        (_PRODUCT_1_KEY, 1.0),
+        (_PRODUCT_2_KEY, 1.0),
+        ('m', tf.nest.map_structure(zeros, specs)),
+        ('v', tf.nest.map_structure(zeros, specs)),
+      ]
+    )
+
+  def next(self, state, weights, gradients):
+    f32 = lambda key: tf.cast(state[key], tf.float32)
+    certainty = f32(CERTAINTY_KEY)
+    beta_1 = adapted_decay(f32(_BETA_1_KEY), certainty)
+    beta_2 = adapted_decay(f32(_BETA_2_KEY), certainty)
+    step = state[_STEP_KEY]
+    lr = f32(LEARNING_RATE_KEY)
+    eta = tf.where(step >= self._lr_from, certainty * lr, lr)
+    c_m = f32(_PRODUCT_1_KEY) * beta_1
+    c_v = f32(_PRODUCT_2_KEY) * beta_2
+    epsilon = f32(_EPSILON_KEY)
+
+    def update(x, m, v, g):
+      cast = lambda t: tf.cast(t, x.dtype)
+      m = moment(m, g, cast(beta_1))
+      v = moment(v, g * g, cast(beta_2))
+      x = adaadam_step(x, m / cast(1.0 - c_m), v / cast(1.0 - c_v), cast(eta), cast(epsilon))
+      return x, m, v
+
+    flat = [
+      update(x, m, v, g)
+      for x, m, v, g in zip(
+        tf.nest.flatten(weights),
+        tf.nest.flatten(state['m']),
+        tf.nest.flatten(state['v']),
+        tf.nest.flatten(gradients),
+      )
+    ]
+    pack = lambda i, like: tf.nest.pack_sequence_as(like, [u[i] for u in flat])
+    new_state = collections.OrderedDict(state)
+    new_state[_STEP_KEY] = step + 1
+    new_state[_PRODUCT_1_KEY] = c_m
+    new_state[_PRODUCT_2_KEY] = c_v
+    new_state['m'] = pack(1, state['m'])
+    new_state['v'] = pack(2, state['v'])
+    return new_state, pack(0, weights)
+
+  def get_hparams(self, state):
+    return collections.OrderedDict((k, state[k]) for k in _HPARAMS_KEYS)
+
+  def set_hparams(self, state, hparams):
+    new_state = collections.OrderedDict(state)
+    for key, value in hparams.items():
+      if key not in _HPARAMS_KEYS:
+        raise KeyError(f'unknown hparam {key!r}; valid: {_HPARAMS_KEYS}')
+      new_state[key] = value
+    return new_state
+
+
+def build_adaadam(
+  learning_rate: float = 1e-3,
+  beta_1: float = 0.9,
+  beta_2: float = 0.999,
+  epsilon: float = 1e-8,
+  certainty_lr_from_step: int = 0,
+) -> AdaAdam:
+  """AdaAdam with the paper's defaults (those of Adam: eta 1e-3, beta 0.9 / 0.999, eps 1e-8)."""
+  return AdaAdam(learning_rate, beta_1, beta_2, epsilon, certainty_lr_from_step)
+
+
+def with_certainty(optimizer, state, certainty: tf.Tensor):
+  """The optimizer state with hyperparameter C set (AdaAdam, or one wrapped by TFF's
+  `schedule_learning_rate`, which passes hparams through)."""
+  hparams = optimizer.get_hparams(state)
+  hparams[CERTAINTY_KEY] = tf.cast(certainty, tf.float32)
+  return optimizer.set_hparams(state, hparams)
+
+
+def build_finalizer(optimizer, weights_type) -> tff.learning.templates.FinalizerProcess:
+  """A TFF finalizer applying AdaAdam to an aggregate OrderedDict(update=g, certainty=C).
+
+  The output of `tff_adaptive.aggregators.CertaintyWeightedMeanFactory`; compose both in
+  `tff.learning.templates.compose_learning_process`. Like TFF's
+  `build_apply_optimizer_finalizer`, a non-finite g or C leaves the model and the optimizer
+  state unchanged; measurements: `update_non_finite` and `certainty`.
+  """
+  specs = tff.types.type_to_tf_tensor_specs(weights_type.trainable)
+
+  @tff.tensorflow.computation
+  def init_fn():
+    return optimizer.initialize(specs)
+
+  state_type = init_fn.type_signature.result
+  aggregate_type = tff.StructWithPythonType(
+    [('update', weights_type.trainable), (CERTAINTY_KEY, tff.TensorType(tf.float32))],
+    collections.OrderedDict,
+  )
+
+  @tff.tensorflow.computation(state_type, weights_type, aggregate_type)
+  def step(state, weights, aggregate):
+    new_state, trainable, non_finite = certainty_step(
+      optimizer, state, weights.trainable, aggregate
+    )
+    measurements = collections.OrderedDict(
+      update_non_finite=non_finite, certainty=tf.cast(aggregate[CERTAINTY_KEY], tf.float32)
+    )
+    return (
+      new_state,
+      tff.learning.models.ModelWeights(trainable, weights.non_trainable),
+      (measurements),
+    )
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_eval(init_fn, tff.SERVER)
+
+  @tff.federated_computation(
+    initialize.type_signature.result,
+    tff.FederatedType(weights_type, tff.SERVER),
+    tff.FederatedType(aggregate_type, tff.SERVER),
+  )
+  def next_fn(state, weights, aggregate):
+    new_state, new_weights, measurements = tff.federated_map(step, (state, weights, aggregate))
+    return tff.templates.MeasuredProcessOutput(new_state, new_weights, measurements)
+
+  return tff.learning.templates.FinalizerProcess(initialize, next_fn)
+
+
+def certainty_step(optimizer, state, trainable, aggregate):
+  """(state, x_t, OrderedDict(update=g, certainty=C)) -> (state, x_{t+1}, update_non_finite).
+
+  Sets C, applies the optimizer; a non-finite g or C keeps x_t and the state (the rule of TFF's
+  `build_apply_optimizer_finalizer`).
+  """
+  certainty = tf.cast(aggregate[CERTAINTY_KEY], tf.float32)
+  update = tf.nest.pack_sequence_as(trainable, tf.nest.flatten(aggregate['update']))
+  finite = tf.logical_and(
+    tf.math.is_finite(certainty),
+    tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in tf.nest.flatten(update)]),
+  )
+  safe_certainty = tf.where(finite, certainty, 1.0)
+  new_state, new_trainable = optimizer.next(
+    with_certainty(optimizer, state, safe_certainty), trainable, update
+  )
+  new_state = with_certainty(optimizer, new_state, 1.0)
+  keep = lambda new, old: tf.nest.map_structure(lambda a, b: tf.where(finite, a, b), new, old)
+  return (
+    keep(new_state, state),
+    keep(new_trainable, trainable),
+    tf.cast(tf.logical_not(finite), tf.int32),
+  )
