@@ -78,7 +78,7 @@ def _build_algorithm(config, task):
       server_learning_rate=config.server.learning_rate,
       server_lr_schedule=config.server_lr_schedule,
       num_clients=len(task.client_ids),
-      **({'fedpa': config.fedpa} if config.fedpa is not None else {}),
+      **config.algorithm_hparams(),
     ),
   )
 

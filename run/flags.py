@@ -16,6 +16,8 @@ import tasks
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import registry
+from tff_adaptive.algorithms import adafedadam
+from tff_adaptive.algorithms import fednova
 from tff_adaptive.algorithms import fedpa as fedpa_algorithm
 from tff_adaptive.algorithms import fedpa_math
 from tff_adaptive.engines import inprocess
@@ -166,6 +168,41 @@ flags.DEFINE_string(
 flags.DEFINE_string(
   'fedpa_solver', 'dp', 'FedPA delta: dp (App. C, O(l^2 d)) or exact (d x d solve, small models).'
 )
+flags.DEFINE_integer(
+  'client_epochs_max',
+  None,
+  'Resource heterogeneity (Ju et al. Table 1): each client runs E ~ U{client_epochs_per_round, '
+  '..., client_epochs_max} epochs per round, drawn from (seed, round, client).',
+)
+# FedProx, q-FedAvg, AdaFedAdam (Ju et al. and its baselines).
+flags.DEFINE_float('fedprox_mu', 0.01, 'FedProx proximal strength mu (>= 0; 0 is FedAvg).')
+flags.DEFINE_float('qfedavg_q', 1.0, 'q-FedAvg fairness q (>= 0; 0 is uniform FedAvg).')
+flags.DEFINE_float(
+  'fairness_alpha', 1.0, 'AdaFedAdam fairness exponent alpha (>= 0): weights p_k I_k^alpha.'
+)
+flags.DEFINE_integer(
+  'adafedadam_gradient_examples',
+  None,
+  "AdaFedAdam: F_k and grad F_k over at most this many local examples (default all; authors' "
+  'code 512).',
+)
+flags.DEFINE_string(
+  'adafedadam_weighting',
+  'paper',
+  "AdaFedAdam aggregation weight: paper (p_k (F_k(x_t)/F_k(x_0))^alpha) or loss (the authors' "
+  'code: p_k F_k(x_t)^alpha).',
+)
+flags.DEFINE_string(
+  'adafedadam_certainty_floor',
+  'zero',
+  'AdaFedAdam when the aggregate certainty C <= 0: zero (applied as C = 0: no step) or none '
+  "(applied as it is, the authors' code; a non-finite step is rejected).",
+)
+flags.DEFINE_integer(
+  'adaadam_certainty_lr_from_step',
+  0,
+  "AdaAdam server: eta_t = C eta from this 0-based step on, eta before (authors' code: 6).",
+)
 flags.DEFINE_integer('client_batch_size', None, "Local batch size B (default: task's).")
 # Loop.
 flags.DEFINE_integer('clients_per_round', None, "Clients per round (default: task's).")
@@ -239,6 +276,14 @@ class ExperimentConfig:
   xla: bool = False
   runtime: RuntimeConfig = RuntimeConfig()
   fedpa: fedpa_algorithm.FedPAHParams | None = None
+  fedprox: algorithms.FedProxHParams | None = None
+  qfedavg: algorithms.QFedAvgHParams | None = None
+  adafedadam: algorithms.AdaFedAdamHParams | None = None
+
+  def algorithm_hparams(self) -> dict[str, Any]:
+    """{'fedpa': FedPAHParams, ...}: the chosen algorithm's own hyperparameters, if any."""
+    names = ('fedpa', 'fedprox', 'qfedavg', 'adafedadam')
+    return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
 def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
@@ -260,12 +305,13 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
       'batch_size': client.batch_size,
       'lr_schedule': schedules.schedule_record(client.lr_schedule),
       'weighting': client.weighting,
+      **({'max_epochs': client.max_epochs} if client.max_epochs is not None else {}),
     },
     'clients_per_round': config.clients_per_round,
     'seed': config.seed,
     'client_sampler': config.client_sampler,
     'xla': config.xla,
-    **({'fedpa': dataclasses.asdict(config.fedpa)} if config.fedpa is not None else {}),
+    **{name: dataclasses.asdict(h) for name, h in config.algorithm_hparams().items()},
     # total_rounds may grow on a rerun (extending a run) unless a schedule depends on it,
     # in which case the schedule's record holds it too (and is fingerprinted).
     'runtime': {'total_rounds': config.total_rounds, **dataclasses.asdict(config.runtime)},
@@ -290,6 +336,7 @@ _SERVER_FLAG_FIELDS = {
   'server_beta_2': 'beta_2',
   'initial_accumulator_value': 'initial_accumulator_value',
   'adaptive_variant': 'variant',
+  'adaadam_certainty_lr_from_step': 'certainty_lr_from_step',
 }
 _CLIENT_FLAG_FIELDS = {
   'client_momentum': 'momentum',
@@ -322,20 +369,56 @@ def ignored_flags(config: ExperimentConfig) -> list[str]:
   for flag, field in {'client_learning_rate': 'learning_rate', **_CLIENT_FLAG_FIELDS}.items():
     if FLAGS[flag].present and field not in client:
       lines.append(f'--{flag} is ignored by client optimizer {config.client.optimizer.name!r}')
-  if config.algorithm != 'fedpa':
-    for flag in _FEDPA_FLAGS:
-      if FLAGS[flag].present:
-        lines.append(f'--{flag} is ignored by algorithm {config.algorithm!r}')
+  for algorithm, names in _ALGORITHM_FLAGS.items():
+    if config.algorithm != algorithm:
+      for flag in names:
+        if FLAGS[flag].present:
+          lines.append(f'--{flag} is ignored by algorithm {config.algorithm!r}')
   return lines
 
 
-_FEDPA_FLAGS = (
-  'fedpa_burnin_rounds',
-  'fedpa_burnin_epochs',
-  'fedpa_shrinkage',
-  'fedpa_shrinkage_form',
-  'fedpa_solver',
-)
+# Flags read by one algorithm only.
+_ALGORITHM_FLAGS = {
+  'fedpa': (
+    'fedpa_burnin_rounds',
+    'fedpa_burnin_epochs',
+    'fedpa_shrinkage',
+    'fedpa_shrinkage_form',
+    'fedpa_solver',
+  ),
+  'fedprox': ('fedprox_mu',),
+  'qfedavg': ('qfedavg_q',),
+  'adafedadam': (
+    'fairness_alpha',
+    'adafedadam_gradient_examples',
+    'adafedadam_weighting',
+    'adafedadam_certainty_floor',
+  ),
+}
+
+
+def _nonnegative(name: str) -> float:
+  if FLAGS[name].value < 0:
+    raise ValueError(f'--{name} must be >= 0, got {FLAGS[name].value}')
+  return FLAGS[name].value
+
+
+def _fair_hparams_from_flags() -> dict[str, Any]:
+  """FedProx's, q-FedAvg's or AdaFedAdam's hyperparameters, for the chosen algorithm."""
+  if FLAGS.algorithm == 'fedprox':
+    return {'fedprox': algorithms.FedProxHParams(mu=_nonnegative('fedprox_mu'))}
+  if FLAGS.algorithm == 'qfedavg':
+    return {'qfedavg': algorithms.QFedAvgHParams(q=_nonnegative('qfedavg_q'))}
+  if FLAGS.algorithm == 'adafedadam':
+    return {
+      'adafedadam': algorithms.AdaFedAdamHParams(
+        alpha=_nonnegative('fairness_alpha'),
+        gradient_examples=FLAGS.adafedadam_gradient_examples,
+        weighting=FLAGS.adafedadam_weighting,
+        certainty_floor=FLAGS.adafedadam_certainty_floor,
+      )
+    }
+  return {}
 
 
 def _fedpa_from_flags(total_rounds: int, epochs: int) -> fedpa_algorithm.FedPAHParams | None:
@@ -408,6 +491,10 @@ def experiment_config_from_flags() -> ExperimentConfig:
   _choice('delta_sgd_zero_rule', FLAGS.delta_sgd_zero_rule, delta_sgd.ZERO_RULES)
   _choice('fedpa_shrinkage_form', FLAGS.fedpa_shrinkage_form, fedpa_math.SHRINKAGE_FORMS)
   _choice('fedpa_solver', FLAGS.fedpa_solver, fedpa_algorithm.SOLVERS)
+  _choice('adafedadam_weighting', FLAGS.adafedadam_weighting, adafedadam.WEIGHTINGS)
+  _choice(
+    'adafedadam_certainty_floor', FLAGS.adafedadam_certainty_floor, adafedadam.CERTAINTY_FLOORS
+  )
   for name in FLAGS:
     flag = FLAGS[name]
     if isinstance(flag.parser, flags.FloatParser) and flag.value is not None:
@@ -435,8 +522,29 @@ def experiment_config_from_flags() -> ExperimentConfig:
     'delta_sgd_eta0',
     'delta_sgd_theta0',
     'delta_sgd_gamma',
+    'client_epochs_max',
+    'adafedadam_gradient_examples',
   ):
     _positive(name, FLAGS[name].value)
+  if FLAGS.adaadam_certainty_lr_from_step < 0:
+    raise ValueError(
+      f'--adaadam_certainty_lr_from_step must be >= 0, got {FLAGS.adaadam_certainty_lr_from_step}'
+    )
+  for name in ('server_beta_1', 'server_beta_2'):
+    if FLAGS[name].value is not None and not 0 <= FLAGS[name].value < 1:
+      raise ValueError(f'--{name} must be in [0, 1), got {FLAGS[name].value}')
+  if (
+    FLAGS.client_epochs_max is not None and FLAGS.client_epochs_max < FLAGS.client_epochs_per_round
+  ):
+    raise ValueError(
+      f'--client_epochs_max={FLAGS.client_epochs_max} must be >= --client_epochs_per_round='
+      f'{FLAGS.client_epochs_per_round}'
+    )
+  if FLAGS.client_epochs_max is not None and FLAGS.algorithm == 'fedpa':
+    raise ValueError(
+      '--client_epochs_max cannot run under --algorithm=fedpa: FedPA takes one posterior '
+      'sample per epoch into a fixed-size state'
+    )
   for name in ('delta_sgd_delta', 'delta_sgd_eps'):
     if FLAGS[name].value < 0:
       raise ValueError(f'--{name} must be >= 0, got {FLAGS[name].value}')
@@ -473,6 +581,14 @@ def experiment_config_from_flags() -> ExperimentConfig:
   defaults = tasks.TASKS[FLAGS.task].defaults
   total_rounds = _or(FLAGS.total_rounds, defaults.total_rounds)
   server_name = FLAGS.server_optimizer
+  if FLAGS.algorithm == 'adafedadam':
+    if not FLAGS['server_optimizer'].present:
+      server_name = 'adaadam'
+    if server_name != 'adaadam':
+      raise ValueError(
+        f'--algorithm=adafedadam steps with the certainty-adaptive AdaAdam: valid '
+        f'--server_optimizer: adaadam (got {server_name!r})'
+      )
   try:
     server = server_optimizers.ServerOptimizerConfig(
       name=server_name,
@@ -483,11 +599,15 @@ def experiment_config_from_flags() -> ExperimentConfig:
         ),
       ),
       momentum=FLAGS.server_momentum,
-      tau=_or(FLAGS.tau, defaults.tau.get(server_name, 1e-3)),
+      tau=_or(
+        FLAGS.tau,
+        defaults.tau.get(server_name, server_optimizers.SERVER_OPTIMIZERS[server_name].default_tau),
+      ),
       beta_1=FLAGS.server_beta_1,
       beta_2=FLAGS.server_beta_2,
       initial_accumulator_value=FLAGS.initial_accumulator_value,
       variant=FLAGS.adaptive_variant,
+      certainty_lr_from_step=FLAGS.adaadam_certainty_lr_from_step,
     )
     server_optimizers.build_server_optimizer(server)  # validates the hyperparameters
     client = algorithms.ClientTrainingConfig(
@@ -517,10 +637,22 @@ def experiment_config_from_flags() -> ExperimentConfig:
       batch_size=_or(FLAGS.client_batch_size, defaults.client_batch_size),
       lr_schedule=schedules.ScheduleConfig(FLAGS.client_lr_schedule, total_rounds=total_rounds),
       weighting=FLAGS.client_weighting,
+      max_epochs=FLAGS.client_epochs_max,
     )
   except ValueError as e:
     raise ValueError(f'{e} (check the matching flag)') from None
   fedpa_hparams = _fedpa_from_flags(total_rounds, FLAGS.client_epochs_per_round)
+  fair_hparams = _fair_hparams_from_flags()
+  if FLAGS.algorithm == 'fednova' and FLAGS.client_optimizer not in fednova.CLIENT_OPTIMIZERS:
+    raise ValueError(
+      f'--client_optimizer={FLAGS.client_optimizer} cannot run under --algorithm=fednova: its '
+      f'normalisation is defined for {", ".join(fednova.CLIENT_OPTIMIZERS)}'
+    )
+  if FLAGS.algorithm == 'qfedavg' and not client_entry.reads_learning_rate:
+    raise ValueError(
+      f'--client_optimizer={FLAGS.client_optimizer} cannot run under --algorithm=qfedavg: it '
+      'estimates L = 1 / eta_l from the client learning rate (valid: sgd, sgdm, adam, adagrad)'
+    )
   return ExperimentConfig(
     task=tasks.TaskConfig(
       name=FLAGS.task,
@@ -551,6 +683,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       rounds_to_target=targets.parse_thresholds('rounds_to_target', FLAGS.rounds_to_target),
     ),
     fedpa=fedpa_hparams,
+    **fair_hparams,
   )
 
 

@@ -43,5 +43,10 @@ def test_readme_library_example(tmp_path):
     if ', train loss ' in line
   )
   assert set(losses) == {'tff engine', 'in-process engine', 'fedpa client work'}, proc.stdout
+  certainty = [l for l in proc.stdout.splitlines() if l.startswith('adafedadam finalizer')]
+  # C = sum n_k I_k^2 C_k / sum n_k I_k^2 with every n_k = 30: the I_k^2-weighted mean.
+  i_k, c_k = [1.0 - 0.1 * k for k in range(5)], [1.5 + 0.1 * k for k in range(5)]
+  expected = sum(i * i * c for i, c in zip(i_k, c_k)) / sum(i * i for i in i_k)
+  assert len(certainty) == 1 and abs(float(certainty[0].split()[-1]) - expected) < 1e-5
   assert math.isfinite(losses['fedpa client work'])
   assert abs(losses['tff engine'] - losses['in-process engine']) < 1e-5 * losses['tff engine']

@@ -699,6 +699,72 @@ _BAD_INPUT = {
     ['--task=synthetic', '--clients_per_round=1000'],
     ['clients_per_round', '[1, 100]', '1000'],
   ),
+  # AdaFedAdam, FedProx, FedNova, q-FedAvg (Ju et al.).
+  'fairness_alpha': (
+    ['--task=synthetic', '--algorithm=adafedadam', '--fairness_alpha=-1'],
+    ['--fairness_alpha must be >= 0, got -1.0'],
+  ),
+  'adaadam_eps': (
+    ['--task=synthetic', '--algorithm=adafedadam', '--tau=0'],
+    ['--tau', '> 0', 'got 0.0'],
+  ),
+  'adaadam_lr': (
+    ['--task=synthetic', '--algorithm=adafedadam', '--server_learning_rate=-0.001'],
+    ['--server_learning_rate', '> 0', 'got -0.001'],
+  ),
+  'adaadam_beta': (
+    ['--task=synthetic', '--algorithm=adafedadam', '--server_beta_1=1'],
+    ['--server_beta_1 must be in [0, 1), got 1.0'],
+  ),
+  'adaadam_beta_2': (
+    ['--task=synthetic', '--algorithm=adafedadam', '--server_beta_2=-0.5'],
+    ['--server_beta_2 must be in [0, 1), got -0.5'],
+  ),
+  'adafedadam_server': (
+    ['--task=synthetic', '--algorithm=adafedadam', '--server_optimizer=adam'],
+    ['--algorithm=adafedadam', 'valid --server_optimizer: adaadam', "(got 'adam')"],
+  ),
+  'adafedadam_weighting': (
+    ['--task=synthetic', '--algorithm=adafedadam', '--adafedadam_weighting=size'],
+    ["--adafedadam_weighting: unknown adafedadam weighting 'size'", 'paper, loss'],
+  ),
+  'adafedadam_certainty_floor': (
+    ['--task=synthetic', '--algorithm=adafedadam', '--adafedadam_certainty_floor=clip'],
+    ["--adafedadam_certainty_floor: unknown adafedadam certainty floor 'clip'", 'zero, none'],
+  ),
+  'adafedadam_gradient_examples': (
+    ['--task=synthetic', '--algorithm=adafedadam', '--adafedadam_gradient_examples=0'],
+    ['--adafedadam_gradient_examples must be > 0, got 0'],
+  ),
+  'qfedavg_q': (
+    ['--task=synthetic', '--algorithm=qfedavg', '--qfedavg_q=-1'],
+    ['--qfedavg_q must be >= 0, got -1.0'],
+  ),
+  'qfedavg_sps': (
+    ['--task=synthetic', '--algorithm=qfedavg', '--client_optimizer=sps'],
+    ['--client_optimizer=sps cannot run under --algorithm=qfedavg', 'sgd, sgdm, adam, adagrad'],
+  ),
+  'fedprox_mu': (
+    ['--task=synthetic', '--algorithm=fedprox', '--fedprox_mu=-0.01'],
+    ['--fedprox_mu must be >= 0, got -0.01'],
+  ),
+  'fednova_adam': (
+    ['--task=synthetic', '--algorithm=fednova', '--client_optimizer=adam'],
+    ['--client_optimizer=adam cannot run under --algorithm=fednova', 'sgd, sgdm'],
+  ),
+  'client_epochs_max': (
+    ['--task=synthetic', '--client_epochs_per_round=2', '--client_epochs_max=1'],
+    ['--client_epochs_max=1 must be >= --client_epochs_per_round=2'],
+  ),
+  'client_epochs_max_fedpa': (
+    [
+      '--task=synthetic',
+      '--algorithm=fedpa',
+      '--client_epochs_per_round=2',
+      '--client_epochs_max=3',
+    ],
+    ['--client_epochs_max cannot run under --algorithm=fedpa'],
+  ),
   # Non-finite and out-of-range floats name the flag.
   'server_learning_rate_inf': (
     ['--task=synthetic', '--server_learning_rate=inf'],

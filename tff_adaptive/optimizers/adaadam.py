@@ -29,6 +29,7 @@ changes nothing).
 import collections
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -184,7 +185,7 @@ def build_finalizer(optimizer, weights_type) -> tff.learning.templates.Finalizer
 
   state_type = init_fn.type_signature.result
   aggregate_type = tff.StructWithPythonType(
-    [('update', weights_type.trainable), (CERTAINTY_KEY, tff.TensorType(tf.float32))],
+    [('update', weights_type.trainable), (CERTAINTY_KEY, tff.TensorType(np.float32))],
     collections.OrderedDict,
   )
 

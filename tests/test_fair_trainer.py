@@ -1,0 +1,193 @@
+"""AdaFedAdam, FedProx, FedNova and q-FedAvg through the trainer and the training loop.
+
+Engine parity of each algorithm on synthetic and fmnist is in tests/test_engine_parity.py; the
+math against the NumPy reference in tests/test_fair_algorithms.py.
+"""
+
+import collections
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+import tasks
+from tests.test_trainer import run_trainer
+from tff_adaptive import algorithms
+from tff_adaptive import engines
+from tff_adaptive import optimizers
+from tff_adaptive.loop import evaluation
+from tff_adaptive.loop import training_loop
+
+
+def _rows(path):
+  with open(path, newline='') as f:
+    return list(csv.DictReader(f))
+
+
+_COMMON = ['--task=synthetic', '--num_clients=12', '--total_rounds=3', '--rounds_per_eval=1']
+CASES = {
+  'adafedadam': (
+    ['--algorithm=adafedadam', '--fairness_alpha=2', '--client_epochs_max=3'],  # no server flag
+    'synthetic_adafedadam_adaadam_seed1',
+    {
+      'adafedadam': {
+        'alpha': 2.0,
+        'gradient_examples': None,
+        'weighting': 'paper',
+        'certainty_floor': 'zero',
+      }
+    },
+    'client_certainty_mean',
+  ),
+  'fedprox': (
+    ['--algorithm=fedprox', '--fedprox_mu=0.1'],
+    'synthetic_fedprox_sgd_seed1',
+    {'fedprox': {'mu': 0.1}},
+    'client_local_steps_mean',
+  ),
+  'fednova': (
+    ['--algorithm=fednova', '--client_optimizer=sgdm', '--client_epochs_max=2'],
+    'synthetic_fednova_sgd_seed1',
+    {},
+    'client_steps_norm_mean',
+  ),
+  'qfedavg': (
+    ['--algorithm=qfedavg', '--qfedavg_q=2'],
+    'synthetic_qfedavg_sgd_seed1',
+    {'qfedavg': {'q': 2.0}},
+    'client_qffl_weight_mean',
+  ),
+}
+
+
+@pytest.mark.parametrize('engine', ['tff', 'inprocess'])
+@pytest.mark.parametrize('name', list(CASES))
+def test_trains_through_the_trainer(tmp_path, name, engine):
+  args, experiment, sections, column = CASES[name]
+  trainer = run_trainer([*_COMMON, *args, f'--engine={engine}', f'--root_output_dir={tmp_path}'])
+  assert trainer.stderr_lines == [], trainer.report()
+  suffix = '' if engine == 'tff' else '_inprocess'
+  directory = tmp_path / f'{experiment}{suffix}'
+  hparams = json.loads((directory / 'hparams.json').read_text())
+  assert hparams['algorithm'] == name
+  if name == 'adafedadam':  # AdaAdam with the paper's defaults when no server flag is given
+    assert hparams['server'] == {
+      'name': 'adaadam',
+      'learning_rate': 0.001,
+      'tau': 1e-8,
+      'beta_1': 0.9,
+      'beta_2': 0.999,
+      'certainty_lr_from_step': 0,
+    }
+  for key, value in sections.items():
+    assert hparams[key] == value
+  others = {'fedpa', 'fedprox', 'qfedavg', 'adafedadam'} - set(sections)
+  assert not others & set(hparams)  # only the chosen algorithm's hyperparameters
+  if '--client_epochs_max=3' in args or '--client_epochs_max=2' in args:
+    assert hparams['client']['max_epochs'] in (2, 3)
+  else:
+    assert 'max_epochs' not in hparams['client']
+  rows = _rows(directory / 'metrics.csv')
+  assert len(rows) == 3 and all(float(r[column]) > 0 for r in rows)
+  losses = [float(r['eval_loss']) for r in rows]
+  assert all(np.isfinite(losses)) and losses[-1] != losses[0]  # it trained
+  for row in rows:  # fairness metrics on every evaluation round
+    rsd = float(row['eval_client_accuracy_error_rsd'])
+    assert rsd >= 0 and np.isfinite(rsd)
+  assert len(os.listdir(directory / 'client_eval')) == 3
+
+
+def test_fair_flags_are_ignored_by_other_algorithms(tmp_path):
+  trainer = run_trainer(
+    [
+      '--task=synthetic',
+      '--total_rounds=1',
+      '--fairness_alpha=3',
+      '--qfedavg_q=2',
+      f'--root_output_dir={tmp_path}',
+    ]
+  )
+  assert trainer.stderr_lines == [
+    "federated_trainer: warning: --qfedavg_q is ignored by algorithm 'fedopt' (not recorded)",
+    "federated_trainer: warning: --fairness_alpha is ignored by algorithm 'fedopt' (not recorded)",
+  ], trainer.report()
+
+
+def test_client_with_zero_initial_loss_stops_the_run_naming_it(tmp_path):
+  """AdaFedAdam's I_k = F_k(x_t) / F_k(x_0) is undefined for a client whose loss at x_0 is 0:
+  the loop stops in the round that samples it, naming the client and the round; the rounds
+  before stay written and the round's row is not."""
+  task = tasks.build_task(tasks.TaskConfig('synthetic', seed=1, num_clients=6))
+  train = dict(task.train_clients)
+  # Client s0003: every label 0, and x_0 whose class-0 bias is so large that softmax gives
+  # probability 1 (in float32) to class 0 on every example: F(x_0) = 0 exactly there.
+  target = 's0003'
+  train[target] = collections.OrderedDict(x=train[target]['x'], y=np.zeros_like(train[target]['y']))
+  initial = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(1))
+  bias = np.zeros(10, np.float32)
+  bias[0] = 1e4
+  initial = tff.learning.models.ModelWeights([initial.trainable[0], bias], [])
+  evaluator = evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn)
+  assert evaluator.evaluate(initial, train[target])['loss'] == 0.0
+  alg = algorithms.build_adafedadam(
+    lambda: task.model_fn(1),
+    algorithms.ClientTrainingConfig(optimizers.ClientOptimizerConfig('sgd', 0.01), batch_size=10),
+    optimizers.build_adaadam(),
+  )
+  ids = list(train)
+  order = {1: [ids[0], ids[1]], 2: [ids[2], target]}
+  with pytest.raises(training_loop.ClientLossError) as error:
+    training_loop.run_training(
+      engines.InProcessEngine(alg),
+      initial,
+      train,
+      lambda r: order[r],
+      evaluator,
+      lambda r: task.central_test,
+      task.client_test,
+      training_loop.LoopConfig(
+        2, rounds_per_eval=1, rounds_per_checkpoint=1, seed=1, output_dir=str(tmp_path)
+      ),
+      log=open(os.devnull, 'w'),  # noqa: SIM115
+    )
+  message = str(error.value)
+  assert message.startswith(f'round 2: client {target} has loss 0 at the initial model x_0')
+  assert 'checkpoints and metrics up to round 1 are intact' in message
+  rows = _rows(tmp_path / 'metrics.csv')
+  assert [r['round_num'] for r in rows] == ['1']
+
+
+def test_client_with_non_finite_loss_stops_the_run_naming_it(tmp_path):
+  """Any algorithm: a client whose data make its loss non-finite is named with its round."""
+  task = tasks.build_task(tasks.TaskConfig('synthetic', seed=1, num_clients=6))
+  train = dict(task.train_clients)
+  target = 's0004'
+  x = train[target]['x'].copy()
+  x[0, 0] = np.inf
+  train[target] = collections.OrderedDict(x=x, y=train[target]['y'])
+  alg = algorithms.build_fedopt(
+    lambda: task.model_fn(1),
+    algorithms.ClientTrainingConfig(optimizers.ClientOptimizerConfig('sgd', 0.01), batch_size=10),
+    optimizers.build_fedavg_sgd(1.0),
+  )
+  ids = list(train)
+  order = {1: [ids[0], ids[1]], 2: [target, ids[2]]}
+  with pytest.raises(training_loop.ClientLossError) as error:
+    training_loop.run_training(
+      engines.InProcessEngine(alg),
+      tff.learning.models.ModelWeights.from_model(task.keras_model_fn(1)),
+      train,
+      lambda r: order[r],
+      evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
+      lambda r: task.central_test,
+      task.client_test,
+      training_loop.LoopConfig(
+        2, rounds_per_eval=1, rounds_per_checkpoint=1, seed=1, output_dir=str(tmp_path)
+      ),
+      log=open(os.devnull, 'w'),  # noqa: SIM115
+    )
+  assert str(error.value).startswith(f'round 2: client {target} has a non-finite loss')
+  assert [r['round_num'] for r in _rows(tmp_path / 'metrics.csv')] == ['1']
