@@ -337,3 +337,25 @@ def report_failures(program: str, failed: list, runner: Runner, runs_dir: str) -
       f'{log_path(runs_dir, cell)}' + (f'\n  its last line: {error}' if error else ''),
       file=sys.stderr,
     )
+
+
+class UsageError(ValueError):
+  """A bad flag value of a reproduction driver: one line on stderr, exit 2."""
+
+
+def run_main(program: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
+  """body(argv), or exit status 2 with one `<program>: error: ...` line on a UsageError."""
+  try:
+    return body(argv)
+  except UsageError as e:
+    print(f'{program}: error: {e}', file=sys.stderr, flush=True)
+    return 2
+
+
+def check_driver_flags(flag_values, argv: list[str]) -> None:
+  """No positional arguments; --rounds, --parallel and the cadences >= 1."""
+  if len(argv) > 1:
+    raise UsageError(f'unexpected arguments {argv[1:]}')
+  for name in ('rounds', 'parallel', 'rounds_per_eval', 'rounds_per_checkpoint'):
+    if flag_values[name].value < 1:
+      raise UsageError(f'--{name} must be >= 1, got {flag_values[name].value}')

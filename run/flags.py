@@ -195,8 +195,8 @@ flags.DEFINE_string(
 flags.DEFINE_string(
   'adafedadam_certainty_floor',
   'zero',
-  'AdaFedAdam when the aggregate certainty C <= 0: zero (applied as C = 0: no step) or none '
-  "(applied as it is, the authors' code; a non-finite step is rejected).",
+  'AdaFedAdam when the aggregate certainty C <= 0: zero (no server step, AdaAdam state kept) '
+  "or none (applied as it is, the authors' code; a non-finite step stops the run).",
 )
 flags.DEFINE_integer(
   'adaadam_certainty_lr_from_step',

@@ -56,8 +56,7 @@ PAPER_DIFFERENCES = (
 )
 
 
-class UsageError(ValueError):
-  """A bad flag value: one line on stderr, exit 2."""
+UsageError = cell_runner.UsageError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,20 +284,12 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) ->
 
 
 def main(argv: list[str]) -> int:
-  try:
-    return _main(argv)
-  except UsageError as e:
-    print(f'reproduce_fedpa_fmnist: error: {e}', file=sys.stderr, flush=True)
-    return 2
+  return cell_runner.run_main('reproduce_fedpa_fmnist', _main, argv)
 
 
 def _main(argv: list[str]) -> int:
   logging.set_verbosity(logging.WARNING)
-  if len(argv) > 1:
-    raise UsageError(f'unexpected arguments {argv[1:]}')
-  for name in ('rounds', 'parallel', 'rounds_per_eval', 'rounds_per_checkpoint'):
-    if FLAGS[name].value < 1:
-      raise UsageError(f'--{name} must be >= 1, got {FLAGS[name].value}')
+  cell_runner.check_driver_flags(FLAGS, argv)
   if not 0 <= FLAGS.burnin_rounds < FLAGS.rounds:
     raise UsageError(f'--burnin_rounds must be in [0, --rounds), got {FLAGS.burnin_rounds}')
   try:

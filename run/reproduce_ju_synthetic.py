@@ -84,8 +84,7 @@ ARGS = {
 }
 
 
-class UsageError(ValueError):
-  """A bad flag value: one line on stderr, exit 2."""
+UsageError = cell_runner.UsageError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -366,20 +365,12 @@ def write_figures(cells, extra_cells, runs_dir, out) -> None:
 
 
 def main(argv: list[str]) -> int:
-  try:
-    return _main(argv)
-  except UsageError as e:
-    print(f'reproduce_ju_synthetic: error: {e}', file=sys.stderr, flush=True)
-    return 2
+  return cell_runner.run_main('reproduce_ju_synthetic', _main, argv)
 
 
 def _main(argv: list[str]) -> int:
   logging.set_verbosity(logging.WARNING)
-  if len(argv) > 1:
-    raise UsageError(f'unexpected arguments {argv[1:]}')
-  for name in ('rounds', 'parallel', 'rounds_per_eval', 'rounds_per_checkpoint'):
-    if FLAGS[name].value < 1:
-      raise UsageError(f'--{name} must be >= 1, got {FLAGS[name].value}')
+  cell_runner.check_driver_flags(FLAGS, argv)
   if not 1 <= FLAGS.clients_per_round <= 100:
     raise UsageError(f'--clients_per_round must be in [1, 100], got {FLAGS.clients_per_round}')
   runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))

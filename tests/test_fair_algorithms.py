@@ -199,8 +199,8 @@ def test_one_local_step_with_alpha_zero_is_adam():
 
 def test_adaadam_with_certainty_one_is_bias_corrected_adam():
   """AdaAdam alone, C = 1 (its default): c_{t,m} = beta_1^t, i.e. Kingma & Ba's Adam, and
-  within the eps placement of TFF's `build_adam` (our published FedAdam: eps added after the
-  bias correction of v, i.e. eps sqrt(1 - beta_2^t) in Kingma-Ba terms)."""
+  within the eps placement of TFF's `build_adam` (our published FedAdam: eps added to the
+  uncorrected sqrt(v), i.e. eps / sqrt(1 - beta_2^t) in Kingma-Ba terms)."""
   rng = np.random.default_rng(3)
   x = rng.normal(size=5)
   grads = [rng.normal(size=5) * (1 + t) for t in range(10)]
@@ -371,27 +371,68 @@ def _aggregate(c, update=(0.5, -0.25)):
   )
 
 
-def test_non_positive_certainty_is_applied_as_zero_by_default():
-  """C <= 0 -> C = 0: beta^0 = 1 and eta_t = 0, the model and moments do not move."""
-  alg = _adafedadam(0.02, server=optimizers.build_adaadam(0.1))
+def _server_state(alg):
   specs = (tf.TensorSpec([1], tf.float32), tf.TensorSpec([1], tf.float32))
-  state = alg.server_optimizer.initialize(specs)
-  x = (tf.constant([1.0]), tf.constant([2.0]))
-  state, x1, bad = alg.server_update(state, x, _aggregate(2.0))  # a normal step first
-  assert int(bad) == 0 and float(x1[0][0]) != 1.0
-  for c in (0.0, -0.7):
-    state2, x2, bad = alg.server_update(state, x1, _aggregate(c))
-    assert float(x2[0][0]) == float(x1[0][0]) and float(x2[1][0]) == float(x1[1][0])
-    np.testing.assert_array_equal(state2['m'][0].numpy(), state['m'][0].numpy())
-    assert np.all(np.isfinite(state2['v'][0].numpy()))
+  return alg.server_optimizer.initialize(specs), (tf.constant([1.0]), tf.constant([2.0]))
+
+
+def _assert_same_state(a, b):
+  """Equal leaf by leaf, as the float32 / int32 tensors the engines keep (a fresh state holds
+  Python numbers)."""
+  for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+    np.testing.assert_array_equal(tf.convert_to_tensor(x).numpy(), tf.convert_to_tensor(y).numpy())
+
+
+@pytest.mark.parametrize('lr_from', [0, 6])
+@pytest.mark.parametrize('first_step', [True, False])
+@pytest.mark.parametrize('c', [0.0, -0.7])
+def test_non_positive_certainty_makes_no_step_by_default(lr_from, first_step, c):
+  """C <= 0: no server step; the model and AdaAdam's whole state (m, v, running products,
+  step count) stay as they were, also on the very first step (where C = 0 taken literally is
+  0/0 in the bias correction) and with the delayed certainty step size."""
+  alg = _adafedadam(0.02, server=optimizers.build_adaadam(0.1, certainty_lr_from_step=lr_from))
+  state, x = _server_state(alg)
+  if not first_step:
+    state, x, bad = alg.server_update(state, x, _aggregate(2.0))
+    assert int(bad) == 0 and float(x[0][0]) != 1.0
+  new_state, new_x, bad = alg.server_update(state, x, _aggregate(c))
+  assert int(bad) == 0
+  _assert_same_state(new_x, x)
+  _assert_same_state(new_state, state)
+
+
+def test_round_of_degenerate_clients_leaves_the_model():
+  """Every client at its own optimum (gradient 0): all weights 0, g = 0, C = 0: no step, no
+  NaN, and the round is not a divergence."""
+  rng = np.random.default_rng(2)
+  w = THETA0[:P]
+  clients = []
+  for n in (5, 9):
+    x = rng.normal(size=(n, P)).astype(np.float32)
+    y = (x.astype(np.float64) @ w + THETA0[P]).astype(np.float32)
+    clients.append(collections.OrderedDict(x=x, y=y[:, None]))
+  alg = _adafedadam(0.02)
+  thetas, rows = _run(alg, clients, 2)
+  for theta, row in zip(thetas, rows):
+    assert row['client_invalid_min'] == 1.0 and row['train_update_non_finite'] == 0
+    np.testing.assert_allclose(theta, THETA0.astype(np.float32), rtol=0, atol=0)
+
+
+def test_tiny_positive_certainty_on_a_first_step_is_rejected():
+  """C = 1e-9 > 0 on a first step: beta^C rounds to 1 in float32, 1 - c_m = 0 in the bias
+  correction, the step is NaN: rejected as a non-finite update (model and state kept)."""
+  alg = _adafedadam(0.02, server=optimizers.build_adaadam(0.1))
+  state, x = _server_state(alg)
+  new_state, new_x, bad = alg.server_update(state, x, _aggregate(1e-9))
+  assert int(bad) == 1
+  _assert_same_state(new_x, x)
+  _assert_same_state(new_state, state)
 
 
 def test_certainty_floor_none_applies_negative_certainty_and_rejects_non_finite():
   """The authors' code: C < 0 is applied (beta^C > 1); a NaN it produces is rejected."""
   alg = _adafedadam(0.02, server=optimizers.build_adaadam(0.1), certainty_floor='none')
-  specs = (tf.TensorSpec([1], tf.float32), tf.TensorSpec([1], tf.float32))
-  state = alg.server_optimizer.initialize(specs)
-  x = (tf.constant([1.0]), tf.constant([2.0]))
+  state, x = _server_state(alg)
   _, x_neg, bad = alg.server_update(state, x, _aggregate(-0.5))
   _, x_pos, _ = alg.server_update(state, x, _aggregate(0.5))
   # First step: beta^C > 1 makes m, v and 1 - c both negative: m_hat, v_hat > 0, and

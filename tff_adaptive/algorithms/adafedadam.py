@@ -31,10 +31,12 @@ whose F_k(x_0) is 0, or whose quantities are not finite carries no direction or 
 is sent with weight 0 (U_k = 0, C_k = 0, I_k = 1), counted in the `invalid` statistic. (The
 training loop stops the run with a message naming the client and the round when a client's
 F_k(x_0) is 0 or its loss is not finite, see `tff_adaptive.loop.training_loop`.) The aggregate
-C <= 0 (possible when updates are much shorter than one local step at x_t): by default
-(`certainty_floor='zero'`) applied as C = 0, i.e. beta^0 = 1 and eta_t = 0, a step that
-changes neither the model nor the moments; `certainty_floor='none'` (the authors' code) applies
-C as it is, and a non-finite result is rejected by the server like any non-finite update.
+C <= 0 (possible when updates are much shorter than one local step at x_t, or when every
+client of the round is degenerate): by default (`certainty_floor='zero'`) the round makes no
+server step, the model and AdaAdam's whole state (moments, running products, step count) kept,
+as C = 0 would mean (beta^0 = 1, eta_t = 0) without its 0/0 bias correction on a first step;
+`certainty_floor='none'` (the authors' code) applies C as it is (C < 0 steps uphill), and a
+non-finite result is rejected like any non-finite update (and stops the trainer).
 
 Paper vs the authors' public code, each code behaviour an option (defaults: the paper):
 - `gradient_examples`: F_k and grad F_k over all local examples (None) or the first 512;
@@ -119,6 +121,11 @@ class AdaFedAdam(base.Algorithm):
 
   name = 'adafedadam'
 
+  @property
+  def needs_positive_initial_loss(self) -> bool:
+    """I_k = F_k(x_t) / F_k(x_0) is read: a client with F_k(x_0) = 0 stops the run."""
+    return self.hparams.weighting == 'paper'
+
   def __init__(
     self, *args: Any, adafedadam: AdaFedAdamHParams = AdaFedAdamHParams(), **kwargs: Any
   ):
@@ -150,9 +157,13 @@ class AdaFedAdam(base.Algorithm):
   ):
     del client_state
     hp = self.hparams
-    x_0 = tff.learning.models.ModelWeights(tuple(broadcast), initial_weights.non_trainable)
-    base.assign_weights(model, x_0)
-    loss_0, _ = local_loop.full_loss_and_gradient(model, data, hp.gradient_examples, gradient=False)
+    loss_0 = tf.constant(1.0)  # F_k(x_0) is read by the 'paper' weighting only
+    if hp.weighting == 'paper':
+      x_0 = tff.learning.models.ModelWeights(tuple(broadcast), initial_weights.non_trainable)
+      base.assign_weights(model, x_0)
+      loss_0, _ = local_loop.full_loss_and_gradient(
+        model, data, hp.gradient_examples, gradient=False
+      )
     base.assign_weights(model, initial_weights)
     loss_t, grad = local_loop.full_loss_and_gradient(model, data, hp.gradient_examples)
     step = self.local_step(learning_rate)
@@ -196,18 +207,24 @@ class AdaFedAdam(base.Algorithm):
     )
     return base.ClientOutput(update=value, weight=keep(weight, 0.0), stats=stats)
 
-  def _floored(self, aggregate):
-    if self.hparams.certainty_floor == 'none':
-      return aggregate
-    aggregate = collections.OrderedDict(aggregate)
-    c = aggregate[aggregators.CERTAINTY_KEY]
-    aggregate[aggregators.CERTAINTY_KEY] = tf.where(c > 0, c, tf.zeros_like(c))
-    return aggregate
-
   def server_update(self, optimizer_state, trainable, aggregate):
-    """x_{t+1} = AdaAdam(x_t; g, C), C floored at 0 unless `certainty_floor='none'`."""
-    return adaadam.certainty_step(
-      self.server_optimizer, optimizer_state, trainable, self._floored(aggregate)
+    """x_{t+1} = AdaAdam(x_t; g, C); with `certainty_floor='zero'` no step when C <= 0.
+
+    No step: the model and the whole optimizer state (moments, running products, step count)
+    stay as they were, as if the round had not happened (C = 0: no certainty at all); it is
+    not a rejected (non-finite) update.
+    """
+    new_state, new_trainable, non_finite = adaadam.certainty_step(
+      self.server_optimizer, optimizer_state, trainable, aggregate
+    )
+    if self.hparams.certainty_floor == 'none':
+      return new_state, new_trainable, non_finite
+    step = aggregate[aggregators.CERTAINTY_KEY] > 0
+    keep = lambda new, old: tf.nest.map_structure(lambda a, b: tf.where(step, a, b), new, old)
+    return (
+      keep(new_state, optimizer_state),
+      keep(new_trainable, trainable),
+      tf.where(step, non_finite, 0),
     )
 
 

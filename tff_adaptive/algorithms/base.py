@@ -118,6 +118,9 @@ class Algorithm(abc.ABC):
 
   name: str = 'algorithm'
   stateful_clients: bool = False
+  # Whether a client's loss at the initial model must be > 0 (AdaFedAdam's I_k): the training
+  # loop then names a client with F_k(x_0) = 0 when a round reports an unusable client.
+  needs_positive_initial_loss: bool = False
 
   def __init__(
     self,

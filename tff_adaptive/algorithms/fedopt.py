@@ -10,6 +10,7 @@ from typing import Any
 import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base
+from tff_adaptive.core import local_loop
 
 
 class FedOpt(base.Algorithm):
@@ -27,11 +28,16 @@ class FedOpt(base.Algorithm):
 
   name = 'fedopt'
 
+  def gradient_transform(self, initial_weights) -> local_loop.GradientTransform | None:
+    """What changes a local gradient before the client optimizer sees it (None: nothing)."""
+    del initial_weights
+    return None
+
   def client_update(
     self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
   ):
     del broadcast, client_state
-    step = self.local_step(learning_rate)
+    step = self.local_step(learning_rate, self.gradient_transform(initial_weights))
     state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
     return base.ClientOutput(
       update=update,

@@ -7,7 +7,7 @@ Networks." MLSys 2020, Algorithm 2. A baseline of Ju et al. (AdaFedAdam), mu tun
 The gradient of mu/2 ||x - x_t||^2 is mu (x - x_t): it pulls the local iterate back to the
 broadcast model. TFF 0.87's `tff.learning.algorithms.build_weighted_fed_prox` adds
 mu (x_t - x) instead (`proximal_client_work`: `delta_l2_regularizer * (y - x)` with y the
-initial weights), which pushes the iterate away; tests/test_fair_baselines.py shows the
+initial weights), which pushes the iterate away; tests/test_fair_algorithms.py shows the
 difference on a quadratic whose K-step result has a closed form.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base
+from tff_adaptive.algorithms import fedopt
 from tff_adaptive.core import tree
 from tff_adaptive.core import validation
 
@@ -38,15 +39,16 @@ class FedProxHParams:
     validation.check_nonnegative('FedProx mu', self.mu)
 
 
-class FedProx(base.Algorithm):
+class FedProx(fedopt.FedOpt):
   """FedProx (Li et al. 2020, Algorithm 2). Round t, sampled clients S::
 
     x_i = ClientOpt^K(x_t) on f_i(x) + mu/2 ||x - x_t||^2   # gradient g + mu (x - x_t)
     u_i = x_t - x_i,  w_i = n_i (or 1)
     x_{t+1} = ServerOpt(x_t, sum w_i u_i / sum w_i)         # server SGD, eta = 1, in the paper
 
-  The proximal gradient is added before the client optimizer sees the gradient, so any client
-  optimizer of the project can run it (the paper: SGD). mu = 0 is FedAvg bit for bit.
+  FedOpt whose local gradients get the proximal term before the client optimizer sees them,
+  so any client optimizer of the project can run it (the paper: SGD). mu = 0 is FedAvg bit
+  for bit.
   """
 
   name = 'fedprox'
@@ -55,21 +57,11 @@ class FedProx(base.Algorithm):
     super().__init__(*args, **kwargs)
     self.hparams = fedprox
 
-  def client_update(
-    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
-  ):
-    del broadcast, client_state
+  def gradient_transform(self, initial_weights):
     x_t, mu = tuple(initial_weights.trainable), self.hparams.mu
-    transform = None
-    if mu > 0:
-      transform = lambda g, model: proximal_gradient(g, tuple(model.trainable_variables), x_t, mu)
-    step = self.local_step(learning_rate, transform)
-    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
-    return base.ClientOutput(
-      update=update,
-      weight=self.client_weight(data),
-      stats=self.client_statistics(state, num_steps),
-    )
+    if mu == 0:
+      return None
+    return lambda g, model: proximal_gradient(g, tuple(model.trainable_variables), x_t, mu)
 
 
 def build_fedprox(

@@ -61,11 +61,13 @@ def _client_loss_problem(
   initial_weights: tff.learning.models.ModelWeights,
   client_ids: Iterable[str],
   train_clients: Mapping[str, Mapping[str, np.ndarray]],
+  check_initial_loss: bool,
 ) -> str | None:
   """The first of `client_ids` whose loss at x_t is not finite or at x_0 is 0, described.
 
   Run on the host only when a round reports an unusable client (`client_invalid_max` > 0,
-  AdaFedAdam) or a non-finite training loss, to name the client.
+  AdaFedAdam) or a non-finite training loss, to name the client. The x_0 check only for
+  algorithms that divide by F_k(x_0) (`Algorithm.needs_positive_initial_loss`).
   """
   with np.errstate(over='ignore', invalid='ignore'):
     for cid in client_ids:
@@ -73,7 +75,7 @@ def _client_loss_problem(
       loss_t = evaluator.evaluate(weights, data)['loss']
       if not math.isfinite(loss_t):
         return f"client {cid} has a non-finite loss ({loss_t}) at the round's model"
-      if evaluator.evaluate(initial_weights, data)['loss'] == 0:
+      if check_initial_loss and evaluator.evaluate(initial_weights, data)['loss'] == 0:
         return (
           f'client {cid} has loss 0 at the initial model x_0, so its I_k = F_k(x_t) / F_k(x_0) '
           'is undefined'
@@ -351,7 +353,12 @@ def run_training(
     row = collections.OrderedDict(result.metrics)
     if row.get('client_invalid_max', 0) > 0 or not math.isfinite(row['train_loss']):
       problem = _client_loss_problem(
-        evaluator, engine.model_weights(state), initial_weights, sampled, train_clients
+        evaluator,
+        engine.model_weights(state),
+        initial_weights,
+        sampled,
+        train_clients,
+        engine.algorithm.needs_positive_initial_loss,
       )
       if problem is not None:
         raise ClientLossError(

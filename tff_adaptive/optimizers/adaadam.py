@@ -22,8 +22,7 @@ Option `certainty_lr_from_step` = s uses eta_t = eta for steps t < s and C_t eta
 (0-based; the authors' code: 6, "lr x C from the 7th server step"). With C_t < 0 the
 algorithm breaks down (beta^C > 1: the moments grow instead of decaying, eta_t < 0 steps
 uphill); this optimizer applies any C it is given, and AdaFedAdam decides what reaches it
-(`tff_adaptive.algorithms.adafedadam`: C <= 0 is applied as C = 0 by default, a step that
-changes nothing).
+(`tff_adaptive.algorithms.adafedadam`: by default a round with C <= 0 makes no step).
 """
 
 import collections
@@ -33,7 +32,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_adaptive.core import tree
 from tff_adaptive.core import validation
+from tff_adaptive.optimizers import hparams as hparams_lib
 
 LEARNING_RATE_KEY = tff.learning.optimizers.LEARNING_RATE_KEY
 CERTAINTY_KEY = 'certainty'
@@ -139,15 +140,10 @@ class AdaAdam(tff.learning.optimizers.Optimizer):
     return new_state, pack(0, weights)
 
   def get_hparams(self, state):
-    return collections.OrderedDict((k, state[k]) for k in _HPARAMS_KEYS)
+    return hparams_lib.select(state, _HPARAMS_KEYS)
 
   def set_hparams(self, state, hparams):
-    new_state = collections.OrderedDict(state)
-    for key, value in hparams.items():
-      if key not in _HPARAMS_KEYS:
-        raise KeyError(f'unknown hparam {key!r}; valid: {_HPARAMS_KEYS}')
-      new_state[key] = value
-    return new_state
+    return hparams_lib.replace(state, hparams, _HPARAMS_KEYS)
 
 
 def build_adaadam(
@@ -222,20 +218,20 @@ def build_finalizer(optimizer, weights_type) -> tff.learning.templates.Finalizer
 def certainty_step(optimizer, state, trainable, aggregate):
   """(state, x_t, OrderedDict(update=g, certainty=C)) -> (state, x_{t+1}, update_non_finite).
 
-  Sets C, applies the optimizer; a non-finite g or C keeps x_t and the state (the rule of TFF's
-  `build_apply_optimizer_finalizer`).
+  Sets C, applies the optimizer; a non-finite g, C or result keeps x_t and the state (the rule
+  of TFF's `build_apply_optimizer_finalizer`, which checks the update).
   """
   certainty = tf.cast(aggregate[CERTAINTY_KEY], tf.float32)
   update = tf.nest.pack_sequence_as(trainable, tf.nest.flatten(aggregate['update']))
-  finite = tf.logical_and(
-    tf.math.is_finite(certainty),
-    tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in tf.nest.flatten(update)]),
-  )
-  safe_certainty = tf.where(finite, certainty, 1.0)
+  inputs_finite = tf.logical_and(tf.math.is_finite(certainty), tree.all_finite(update))
+  safe_certainty = tf.where(inputs_finite, certainty, 1.0)
   new_state, new_trainable = optimizer.next(
     with_certainty(optimizer, state, safe_certainty), trainable, update
   )
   new_state = with_certainty(optimizer, new_state, 1.0)
+  # A finite g and C can still give a non-finite step (e.g. beta^C rounding to 1 before any
+  # step has moved the running products: 1 - c = 0 in the bias correction): rejected too.
+  finite = tf.logical_and(inputs_finite, tree.all_finite(new_trainable))
   keep = lambda new, old: tf.nest.map_structure(lambda a, b: tf.where(finite, a, b), new, old)
   return (
     keep(new_state, state),

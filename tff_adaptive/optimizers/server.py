@@ -34,6 +34,7 @@ import tensorflow_federated as tff
 from tff_adaptive import registry
 from tff_adaptive.optimizers import adaadam
 from tff_adaptive.optimizers import fedopt_math
+from tff_adaptive.optimizers import hparams as hparams_lib
 
 LEARNING_RATE_KEY = tff.learning.optimizers.LEARNING_RATE_KEY
 PUBLISHED = 'published'
@@ -134,15 +135,10 @@ class _AdaptiveServerOptimizer(tff.learning.optimizers.Optimizer):
     return new_state, pack(0, weights)
 
   def get_hparams(self, state):
-    return collections.OrderedDict((k, state[k]) for k in _HPARAMS_KEYS)
+    return hparams_lib.select(state, _HPARAMS_KEYS)
 
   def set_hparams(self, state, hparams):
-    new_state = collections.OrderedDict(state)
-    for key, value in hparams.items():
-      if key not in _HPARAMS_KEYS:
-        raise KeyError(f'unknown hparam {key!r}; valid: {_HPARAMS_KEYS}')
-      new_state[key] = value
-    return new_state
+    return hparams_lib.replace(state, hparams, _HPARAMS_KEYS)
 
 
 def _check_positive(name: str, value: float) -> None:
