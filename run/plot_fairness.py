@@ -280,9 +280,16 @@ def alpha_of(label: str) -> float | None:
 
 
 def pareto_figure(
-  points: Sequence[Mapping], path: str | os.PathLike, *, setup: str | None = None
+  points: Sequence[Mapping],
+  path: str | os.PathLike,
+  *,
+  setup: str | None = None,
+  axes: tuple[str, str, str, str] = ('error_mean', 'error_rsd', 'Error', 'RSD of Error'),
 ) -> None:
   """Fig. 3 right: average local test error (x) against its RSD (y).
+
+  `axes` = (x key, y key, x label, y label) plots other columns of the points the same way
+  (e.g. average accuracy against its standard deviation).
 
   Args:
     points: dicts with label, error_mean, error_rsd and an optional alpha (float). Points with
@@ -292,6 +299,7 @@ def pareto_figure(
     path: the PNG to write.
     setup: a name prefixed to the title.
   """
+  x_key, y_key, x_label, y_label = axes
   fronts, singles, colors = {}, [], {}  # colors in order of first appearance
   for point in points:
     if point.get('alpha') is None:
@@ -305,13 +313,13 @@ def pareto_figure(
   try:
     for name, front in fronts.items():
       front = sorted(front, key=lambda p: float(p['alpha']))
-      x = [p['error_mean'] for p in front]
-      y = [p['error_rsd'] for p in front]
+      x = [p[x_key] for p in front]
+      y = [p[y_key] for p in front]
       ax.plot(x, y, marker='o', color=colors[name], lw=1.2, label=name)
       for p in front:
         ax.annotate(
           f'alpha={float(p["alpha"]):g}',
-          (p['error_mean'], p['error_rsd']),
+          (p[x_key], p[y_key]),
           textcoords='offset points',
           xytext=(4, 4),
           fontsize=8,
@@ -319,10 +327,10 @@ def pareto_figure(
     markers = 'sD^v<>Pp*Xh'
     for i, p in enumerate(singles):
       marker = markers[i % len(markers)]
-      x, y = p['error_mean'], p['error_rsd']
+      x, y = p[x_key], p[y_key]
       ax.plot(x, y, ls='none', marker=marker, color=colors[p['label']], label=p['label'])
-    ax.set_xlabel('Error')
-    ax.set_ylabel('RSD of Error')
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
     ax.set_title(_prefixed(setup, 'Pareto front'))
     ax.legend()
     _save(fig, path)

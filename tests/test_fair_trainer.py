@@ -261,7 +261,7 @@ def test_table5_driver_end_to_end(tmp_path):
   markdown = (out / 'table5_synthetic.md').read_text()
   assert 'FedProx mu tuned on seed 1 over 0.01, 1: mu = ' in markdown
   assert 'adafedadam_alpha2_seed1' in markdown
-  for name in ('density.png', 'curves.png', 'pareto.png'):
+  for name in ('density.png', 'curves.png', 'pareto.png', 'pareto_std.png'):
     assert (out / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   again = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
   assert again.returncode == 0, again.stderr[-3000:]
