@@ -101,6 +101,8 @@ class Cell:
       return f'AdaFedAdam(alpha={self.param:g})'
     if self.algorithm == 'q-FedAvg' and self.param is not None:
       return f'q-FedAvg(q={self.param:g})'
+    if self.algorithm == 'FedProx' and self.param is not None:
+      return f'FedProx(mu={self.param:g})'
     return self.algorithm
 
 
