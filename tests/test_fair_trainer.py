@@ -63,8 +63,18 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize('engine', ['tff', 'inprocess'])
-@pytest.mark.parametrize('name', list(CASES))
+# Both engines run every algorithm in tests/test_engine_parity.py; here each algorithm goes
+# through the trainer once, AdaFedAdam on both engines.
+@pytest.mark.parametrize(
+  'name,engine',
+  [
+    ('adafedadam', 'tff'),
+    ('adafedadam', 'inprocess'),
+    ('fedprox', 'tff'),
+    ('fednova', 'inprocess'),
+    ('qfedavg', 'tff'),
+  ],
+)
 def test_trains_through_the_trainer(tmp_path, name, engine):
   args, experiment, sections, column = CASES[name]
   trainer = run_trainer([*_COMMON, *args, f'--engine={engine}', f'--root_output_dir={tmp_path}'])
@@ -232,7 +242,7 @@ def test_table5_driver_end_to_end(tmp_path):
     'run.reproduce_ju_synthetic',
     '--rounds=2',
     '--seeds=1',
-    '--fedprox_mus=0.01,1',
+    '--fedprox_mus=1',
     '--pareto_alphas=2',
     '--pareto_qs=',
     '--clients_per_round=5',
@@ -257,9 +267,9 @@ def test_table5_driver_end_to_end(tmp_path):
   assert float(ada['avg_published']) == 95.07
   assert float(ada['avg_difference']) == pytest.approx(float(ada['avg_ours']) - 95.07, abs=0.011)
   tuning = _rows(out / 'fedprox_mu.csv')
-  assert [float(r['mu']) for r in tuning] == [0.01, 1.0]
+  assert [float(r['mu']) for r in tuning] == [1.0]
   markdown = (out / 'table5_synthetic.md').read_text()
-  assert 'FedProx mu tuned on seed 1 over 0.01, 1: mu = ' in markdown
+  assert 'FedProx mu tuned on seed 1 over 1: mu = 1 ' in markdown
   assert 'adafedadam_alpha2_seed1' in markdown
   for name in ('density.png', 'curves.png', 'pareto.png', 'pareto_std.png'):
     assert (out / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'

@@ -393,18 +393,6 @@ SERVER_OPTIMIZERS: registry.Registry[ServerOptimizerEntry] = registry.Registry(
       0.01,
       _ADAPTIVE_HPARAMS,
     ),
-    'adaadam': ServerOptimizerEntry(
-      lambda c: adaadam.build_adaadam(
-        c.learning_rate,
-        0.9 if c.beta_1 is None else c.beta_1,
-        c.beta_2,
-        c.tau,
-        c.certainty_lr_from_step,
-      ),
-      1e-3,
-      ('tau', 'beta_1', 'beta_2', 'certainty_lr_from_step'),
-      default_tau=1e-8,
-    ),
     'yogi': ServerOptimizerEntry(
       lambda c: build_fedyogi(
         c.learning_rate,
@@ -416,6 +404,18 @@ SERVER_OPTIMIZERS: registry.Registry[ServerOptimizerEntry] = registry.Registry(
       ),
       0.01,
       _ADAPTIVE_HPARAMS,
+    ),
+    'adaadam': ServerOptimizerEntry(
+      lambda c: adaadam.build_adaadam(
+        c.learning_rate,
+        0.9 if c.beta_1 is None else c.beta_1,
+        c.beta_2,
+        c.tau,
+        c.certainty_lr_from_step,
+      ),
+      1e-3,
+      ('tau', 'beta_1', 'beta_2', 'certainty_lr_from_step'),
+      default_tau=1e-8,
     ),
   },
 )
