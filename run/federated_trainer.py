@@ -3,9 +3,13 @@
   python -m run.federated_trainer --task=fmnist --server_optimizer=adam
   bazel run //run:federated_trainer -- --task=synthetic --server_optimizer=yogi
 
+  python -m run.federated_trainer --task=fmnist --local_workers=2         # 2 owned TFF workers
+  python -m run.federated_trainer --task=fmnist --workers=10.0.0.5:8000,10.0.0.6:8000
+
 Exit codes: 0 done (or already done); 2 bad input (flag, data, experiment directory held by
-another run, a different run in it, unreadable checkpoints or metrics); 3 training diverged;
-130 interrupted, 143 terminated (rerun the same command to resume).
+another run, a different run in it, unreadable checkpoints or metrics, a worker of --workers
+not reachable); 3 training diverged; 4 a remote worker stopped answering mid-run; 130
+interrupted, 143 terminated (rerun the same command to resume, after 4 with the worker back).
 """
 
 import contextlib
@@ -31,6 +35,7 @@ from run import flags as trainer_flags
 import tasks
 from tff_adaptive import algorithms
 from tff_adaptive import engines
+from tff_adaptive import remote_execution
 
 # runtime's atexit hook also stops TFF's import-time context cleanly when a bad flag exits
 # early (otherwise TFF prints "Exception ignored ... 'Popen'").
@@ -83,6 +88,17 @@ def _build_algorithm(config, task):
   )
 
 
+def _execution(config):
+  """The TFF context of the run: remote workers, owned local workers, one local worker, none."""
+  if config.engine != 'tff':
+    return contextlib.nullcontext()
+  if config.runtime.workers:
+    return remote_execution.remote_execution(config.runtime.workers)
+  if config.runtime.local_workers is not None:
+    return remote_execution.local_workers_execution(config.runtime.local_workers)
+  return runtime.local_execution()
+
+
 def main(argv):
   logging.set_verbosity(logging.WARNING)
   signal.signal(signal.SIGTERM, _on_sigterm)
@@ -115,6 +131,8 @@ def main(argv):
       task.client_ids, config.clients_per_round, config.seed, config.client_sampler
     )
     algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
+    if config.runtime.workers:  # before anything is written
+      remote_execution.check_reachable(config.runtime.workers)
     # The directory, its lock (held until this process ends), then the hparams check and first
     # write under the lock: two trainers on one experiment cannot both run.
     run_dir.prepare(output_dir)
@@ -122,7 +140,12 @@ def main(argv):
     outputs.check_or_write_hparams(
       output_dir, trainer_flags.hparams_record(config), trainer_flags.HPARAMS_HINTS
     )
-  except (datasets.DataNotFoundError, datasets.DataFormatError, ValueError) as e:
+  except (
+    datasets.DataNotFoundError,
+    datasets.DataFormatError,
+    ValueError,
+    remote_execution.WorkerUnreachableError,
+  ) as e:
     _fail(str(e), 2)
 
   tf.keras.utils.set_random_seed(config.seed)
@@ -133,7 +156,7 @@ def main(argv):
     flush=True,
   )
   try:
-    with runtime.local_execution() if config.engine == 'tff' else contextlib.nullcontext():
+    with _execution(config):
       engine = engines.build_engine(
         config.engine,
         algorithm,
@@ -176,6 +199,16 @@ def main(argv):
     )
   except training_loop.ResumeError as e:
     _fail(str(e), 2)
+  except remote_execution.WorkerUnreachableError as e:  # gone between the check and the start
+    _fail(f'{e}; nothing was trained', 2)
+  except training_loop.WorkerLostError as e:
+    _fail(str(e), 4)
+  except remote_execution.WorkerLostError as e:  # outside a round's computation
+    _fail(
+      f'{e}; checkpoints and metrics written so far are intact in {output_dir}; rerun the same '
+      'command once it is back (or with other workers) to resume',
+      4,
+    )
   except Terminated:
     _fail(
       f'terminated (SIGTERM); rerun the same command to resume from the last checkpoint in '

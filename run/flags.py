@@ -16,6 +16,7 @@ import tasks
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import registry
+from tff_adaptive import remote_execution
 from tff_adaptive.algorithms import adafedadam
 from tff_adaptive.algorithms import fednova
 from tff_adaptive.algorithms import fedpa as fedpa_algorithm
@@ -55,6 +56,18 @@ flags.DEFINE_string(
   'device', None, "inprocess engine: TF device, e.g. 'CPU:0' or 'GPU:0' (default: TF's choice)."
 )
 flags.DEFINE_bool('xla', False, 'inprocess engine: compile every local step with XLA.')
+flags.DEFINE_string(
+  'workers',
+  None,
+  "tff engine: run each round's clients across these running TFF workers, host:port,... "
+  '(started with `python -m run.worker`; plain gRPC, trusted networks only).',
+)
+flags.DEFINE_integer(
+  'local_workers',
+  None,
+  "tff engine: start this many TFF workers on 127.0.0.1 and spread each round's clients over "
+  'them (one-machine parallelism; stopped when the trainer ends).',
+)
 # Server optimizer.
 flags.DEFINE_string(
   'server_optimizer',
@@ -241,6 +254,7 @@ flags.DEFINE_integer(
 
 FLAGS = flags.FLAGS
 _FLOAT32_MAX = 3.4028234663852886e38
+_MAX_LOCAL_WORKERS = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,6 +269,8 @@ class RuntimeConfig:
   rounds_per_eval: int = 10
   rounds_per_checkpoint: int = 50
   device: str | None = None
+  workers: tuple[str, ...] = ()
+  local_workers: int | None = None
   target_metric: str = 'eval_accuracy'
   rounds_to_target: tuple[float, ...] = ()
 
@@ -574,6 +590,20 @@ def experiment_config_from_flags() -> ExperimentConfig:
     raise ValueError(f'--seed must be >= 0, got {FLAGS.seed}')
   if FLAGS.engine != 'inprocess' and (FLAGS.device is not None or FLAGS.xla):
     raise ValueError('--device and --xla need --engine=inprocess')
+  workers = ()
+  if FLAGS.workers is not None:
+    workers = remote_execution.parse_worker_addresses(FLAGS.workers)
+  if FLAGS.local_workers is not None and not 1 <= FLAGS.local_workers <= _MAX_LOCAL_WORKERS:
+    raise ValueError(
+      f'--local_workers must be an integer in [1, {_MAX_LOCAL_WORKERS}], got {FLAGS.local_workers}'
+    )
+  if workers and FLAGS.local_workers is not None:
+    raise ValueError('--workers and --local_workers exclude each other: choose one')
+  if FLAGS.engine != 'tff' and (workers or FLAGS.local_workers is not None):
+    raise ValueError(
+      f"--workers and --local_workers need --engine=tff (TFF's runtime), got "
+      f'--engine={FLAGS.engine}'
+    )
   try:
     inprocess.check_device(FLAGS.device)
   except ValueError as e:
@@ -679,6 +709,8 @@ def experiment_config_from_flags() -> ExperimentConfig:
       rounds_per_eval=FLAGS.rounds_per_eval,
       rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
       device=FLAGS.device,
+      workers=workers,
+      local_workers=FLAGS.local_workers,
       target_metric=FLAGS.target_metric,
       rounds_to_target=targets.parse_thresholds('rounds_to_target', FLAGS.rounds_to_target),
     ),

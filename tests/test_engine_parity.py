@@ -35,6 +35,8 @@ import pytest
 import tensorflow_federated as tff
 
 import tasks
+from tests.metrics_close import RTOL
+from tests.metrics_close import assert_rows_close as _assert_rows_close
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import optimizers
@@ -45,8 +47,6 @@ from tff_adaptive.optimizers import client as client_optimizers
 from tff_adaptive.optimizers import schedules
 from tff_adaptive.optimizers import server as server_optimizers
 
-RTOL = 1e-5
-ATOL = 1e-6
 ROUNDS = 5
 CLIENTS_PER_ROUND = 5
 CLIENT_LR = {'fmnist': 0.01}
@@ -140,36 +140,6 @@ def _train_algorithm(task, algorithm, engine_name, output_dir):
     with open(output_dir / 'client_eval' / f'round_{r:05d}.csv') as f:
       client_eval += list(csv.DictReader(f))
   return rows, client_eval
-
-
-def _tolerance(row, key, n_examples, rtol=RTOL):
-  """(rtol, atol) of one column; see the module docstring."""
-  if 'accuracy' in key:
-    # One example's flip moves a client's accuracy by 1/n and the std over clients by < 1/n.
-    n = float(row['train_num_examples']) if key.startswith('train_') else n_examples
-    return 0.0, 1.0 / n + ATOL
-  if key.endswith('_std') or 'qffl_weight' in key:
-    return 100 * rtol, ATOL
-  return rtol, ATOL
-
-
-def _assert_rows_close(a_rows, b_rows, n_examples=1, rtol=RTOL):
-  """Every value of every row within its tolerance; returns the largest relative difference.
-
-  n_examples: the fewest examples any accuracy of the rows (other than train_accuracy) is
-  computed over.
-  """
-  assert [list(r) for r in a_rows] == [list(r) for r in b_rows]
-  worst = 0.0
-  for a, b in zip(a_rows, b_rows):
-    for key in a:
-      if key in ('seconds_per_round', 'client_id') or a[key] == b[key]:
-        continue
-      x, y = float(a[key]), float(b[key])
-      key_rtol, atol = _tolerance(a, key, n_examples, rtol)
-      assert np.isclose(x, y, rtol=key_rtol, atol=atol), (a.get('round_num'), key, x, y)
-      worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
-  return worst
 
 
 @pytest.mark.parametrize('task_name', ['synthetic', 'fmnist'])

@@ -552,6 +552,22 @@ _BAD_INPUT = {
     ["--engine: unknown engine 'nope'; valid choices: tff, inprocess"],
   ),
   'xla_without_inprocess': (['--task=synthetic', '--xla'], ['--xla', '--engine=inprocess']),
+  'workers_format': (
+    ['--task=synthetic', '--workers=10.0.0.5:8000,nope'],
+    ["--workers: 'nope' is not host:port", 'e.g. --workers=10.0.0.5:8000,10.0.0.6:8000'],
+  ),
+  'local_workers_zero': (
+    ['--task=synthetic', '--local_workers=0'],
+    ['--local_workers must be an integer in [1, 256], got 0'],
+  ),
+  'workers_both': (
+    ['--task=synthetic', '--local_workers=2', '--workers=127.0.0.1:8000'],
+    ['--workers and --local_workers exclude each other'],
+  ),
+  'workers_inprocess': (
+    ['--task=synthetic', '--engine=inprocess', '--local_workers=2'],
+    ['--workers and --local_workers need --engine=tff', 'got --engine=inprocess'],
+  ),
   'device': (
     ['--task=synthetic', '--engine=inprocess', '--device=GPU:7'],
     ["--device: device 'GPU:7' is not available; TensorFlow sees: CPU:0"],

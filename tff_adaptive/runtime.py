@@ -42,16 +42,12 @@ from a thread that lives at least as long (normally the main thread).
 from __future__ import annotations
 
 import atexit
-import ctypes
 import gc
 import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 import types
-from typing import IO
 
 import grpc
 import portpicker
@@ -60,53 +56,26 @@ from tensorflow_federated.python.core.impl.context_stack import (
   set_default_context as _tff_set_default_context,
 )
 
+from tff_adaptive import worker_process
+from tff_adaptive.worker_process import worker_binary_path
+
 __all__ = ['LocalExecution', 'local_execution', 'worker_binary_path']
 
-_PR_SET_PDEATHSIG = 1  # From <linux/prctl.h>.
 _GRPC_MAX_MESSAGE_LENGTH_BYTES = 2 * 1000 * 1000 * 1000  # As in TFF 0.87.
-_GRPC_CHANNEL_OPTIONS = (
+GRPC_CHANNEL_OPTIONS = (
   ('grpc.max_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
   ('grpc.max_receive_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
   ('grpc.max_send_message_length', _GRPC_MAX_MESSAGE_LENGTH_BYTES),
 )
 _START_ATTEMPTS = 3  # A picked port can be taken before the worker binds it.
-_STOP_GRACE_S = 5.0
-
-# Resolved once, in the parent: the forked child only calls the function.
-_PRCTL = None
-if sys.platform.startswith('linux'):
-  _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-  _PRCTL.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
-  _PRCTL.restype = ctypes.c_int
 
 _OPEN: list[LocalExecution] = []
 _OPEN_LOCK = threading.Lock()
 
 
-def worker_binary_path() -> str:
-  """Returns the path of the C++ `worker_binary` shipped in the TFF package."""
-  return os.path.join(os.path.dirname(tff.__file__), 'data', 'worker_binary')
-
-
 def _check_optional_positive(name: str, value: int | None) -> None:
   if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
     raise ValueError(f'{name} must be None or an integer >= 1, got {value!r}.')
-
-
-def _make_preexec_fn(parent_pid: int):
-  """Returns a pre-exec hook setting PR_SET_PDEATHSIG=SIGKILL in the child."""
-  if _PRCTL is None:
-    return None
-  prctl = _PRCTL
-  sigkill = int(signal.SIGKILL)
-
-  def preexec() -> None:
-    if prctl(_PR_SET_PDEATHSIG, sigkill, 0, 0, 0) != 0:
-      raise OSError(ctypes.get_errno(), 'prctl(PR_SET_PDEATHSIG) failed')
-    if os.getppid() != parent_pid:  # The parent died before prctl ran.
-      os.kill(os.getpid(), sigkill)
-
-  return preexec
 
 
 class LocalExecution:
@@ -174,29 +143,10 @@ class LocalExecution:
     failures = []
     for _ in range(_START_ATTEMPTS):
       port = portpicker.pick_unused_port()
-      args = [
-        worker_binary_path(),
-        f'--port={port}',
-        f'--max_concurrent_computation_calls={max_calls or -1}',
-      ]
-      log: IO[bytes] | int = 2  # Python's stderr file descriptor.
-      if worker_log is not None:
-        log = open(worker_log, 'ab')  # pylint: disable=consider-using-with
-      try:
-        process = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
-          args,
-          stdin=subprocess.DEVNULL,
-          stdout=log,
-          stderr=log,
-          env=env,
-          close_fds=True,
-          process_group=0,
-          preexec_fn=_make_preexec_fn(os.getpid()),
-        )
-      finally:
-        if not isinstance(log, int):
-          log.close()
-      channel = grpc.insecure_channel(f'localhost:{port}', list(_GRPC_CHANNEL_OPTIONS))
+      process = worker_process.start(
+        port, max_concurrent_computation_calls=max_calls, env=env, log=worker_log
+      )
+      channel = grpc.insecure_channel(f'localhost:{port}', list(GRPC_CHANNEL_OPTIONS))
       ready = grpc.channel_ready_future(channel)
       try:
         while process.poll() is None and time.monotonic() < deadline:
@@ -207,13 +157,13 @@ class LocalExecution:
             continue
       except BaseException:
         ready.cancel()
-        _close_channel(channel)
-        _terminate(process)
+        close_channel(channel)
+        worker_process.terminate(process)
         raise
       ready.cancel()
-      _close_channel(channel)
+      close_channel(channel)
       failures.append(f'port {port}: exit code {process.poll()}')
-      _terminate(process)
+      worker_process.terminate(process)
       if time.monotonic() >= deadline:
         break
     raise RuntimeError(
@@ -237,8 +187,8 @@ class LocalExecution:
     return self._closed
 
   def _stop_worker(self) -> None:
-    _terminate(self._process)
-    _close_channel(self._channel)
+    worker_process.terminate(self._process)
+    close_channel(self._channel)
 
   def close(self) -> None:
     """Stops the worker, waits for it and restores the previous context.
@@ -252,11 +202,11 @@ class LocalExecution:
         return
       self._closed = True
     try:
-      _terminate(self._process)
+      worker_process.terminate(self._process)
       for executor in self._executors:
         executor.close()  # Marks its values as disposed; RPC errors ignored.
       self._executors.clear()
-      _close_channel(self._channel)
+      close_channel(self._channel)
     finally:
       with _OPEN_LOCK:
         if self in _OPEN:
@@ -282,23 +232,7 @@ class LocalExecution:
     self.close()
 
 
-def _terminate(process: subprocess.Popen[bytes]) -> None:
-  """SIGTERMs `process`, SIGKILLs it after a grace period, and reaps it."""
-  if process.poll() is not None:
-    return
-  try:
-    process.terminate()
-    process.wait(timeout=_STOP_GRACE_S)
-  except subprocess.TimeoutExpired:
-    process.kill()
-    process.wait()
-  except BaseException:  # E.g. a second Ctrl-C while waiting.
-    process.kill()
-    process.wait()
-    raise
-
-
-def _close_channel(channel: grpc.Channel) -> None:
+def close_channel(channel: grpc.Channel) -> None:
   """Closes `channel` without racing grpc's connectivity-polling thread.
 
   `RemoteExecutorGrpcStub` subscribes to the channel's connectivity, which

@@ -35,6 +35,7 @@ from typing import TextIO
 import numpy as np
 import tensorflow_federated as tff
 
+from tff_adaptive import remote_execution
 from tff_adaptive.core import seeds
 from tff_adaptive.engines import base as engine_base
 from tff_adaptive.loop import client_states
@@ -49,6 +50,10 @@ KEEP_CHECKPOINTS = 2
 
 class DivergenceError(RuntimeError):
   """Training produced a non-finite loss, update or model in a round."""
+
+
+class WorkerLostError(RuntimeError):
+  """A remote worker stopped answering during a round; what earlier rounds wrote is intact."""
 
 
 class ClientLossError(DivergenceError):
@@ -292,6 +297,8 @@ def run_training(
       written before that round stays as it was (that round's row is not written).
       `ClientLossError` (a DivergenceError) names the client when one is to blame.
     ResumeError: no checkpoint loads, or metrics.csv does not hold the checkpointed rounds.
+    WorkerLostError: a remote worker (`remote_execution`) died during a round, named with the
+      round; the round's row is not written.
   """
   output_dir = config.output_dir
   state_manager = tff.program.FileProgramStateManager(
@@ -349,23 +356,30 @@ def run_training(
       )
       for cid in sampled
     ]
-    result = engine.next(state, clients)
-    row = collections.OrderedDict(result.metrics)
-    if row.get('client_invalid_max', 0) > 0 or not math.isfinite(row['train_loss']):
-      problem = _client_loss_problem(
-        evaluator,
-        engine.model_weights(state),
-        initial_weights,
-        sampled,
-        train_clients,
-        engine.algorithm.needs_positive_initial_loss,
-      )
-      if problem is not None:
-        raise ClientLossError(
-          f'round {round_num}: {problem}; checkpoints and metrics up to round {round_num - 1} '
-          f'are intact in {output_dir}'
+    try:
+      result = engine.next(state, clients)
+      row = collections.OrderedDict(result.metrics)
+      if row.get('client_invalid_max', 0) > 0 or not math.isfinite(row['train_loss']):
+        problem = _client_loss_problem(
+          evaluator,
+          engine.model_weights(state),
+          initial_weights,
+          sampled,
+          train_clients,
+          engine.algorithm.needs_positive_initial_loss,
         )
-    new_weights = engine.model_weights(result.state)
+        if problem is not None:
+          raise ClientLossError(
+            f'round {round_num}: {problem}; checkpoints and metrics up to round {round_num - 1} '
+            f'are intact in {output_dir}'
+          )
+      new_weights = engine.model_weights(result.state)
+    except remote_execution.WorkerLostError as e:
+      raise WorkerLostError(
+        f'round {round_num}: {e}; checkpoints and metrics up to round {round_num - 1} are '
+        f'intact in {output_dir}; rerun the same command once it is back (or with other '
+        'workers) to resume'
+      ) from None
     diverged = (
       not math.isfinite(row['train_loss'])
       or row['train_update_non_finite'] > 0

@@ -1,0 +1,47 @@
+"""Comparing two runs' metrics.csv (or client_eval) rows to what their arithmetic allows.
+
+Shared by the engine parity tests (tff vs inprocess) and the remote-worker parity tests (one
+worker vs several): both compare runs that differ only in the rounding of float sums, so:
+
+* every value to RTOL relative (ATOL absolute);
+* accuracies may differ by one example (an example whose top two logits differ by less than
+  float rounding): |d accuracy| <= 1 / N, N the examples behind it (also for their std over
+  clients, which one flip moves by less than 1 / N);
+* standard deviations over clients are ill-conditioned (cancellation), and so is q-FedAvg's
+  weight h_k: 100 x RTOL.
+"""
+
+import numpy as np
+
+RTOL = 1e-5
+ATOL = 1e-6
+
+
+def _tolerance(row, key, n_examples, rtol=RTOL):
+  """(rtol, atol) of one column; see the module docstring."""
+  if 'accuracy' in key:
+    # One example's flip moves a client's accuracy by 1/n and the std over clients by < 1/n.
+    n = float(row['train_num_examples']) if key.startswith('train_') else n_examples
+    return 0.0, 1.0 / n + ATOL
+  if key.endswith('_std') or 'qffl_weight' in key:
+    return 100 * rtol, ATOL
+  return rtol, ATOL
+
+
+def assert_rows_close(a_rows, b_rows, n_examples=1, rtol=RTOL):
+  """Every value of every row within its tolerance; returns the largest relative difference.
+
+  n_examples: the fewest examples any accuracy of the rows (other than train_accuracy) is
+  computed over.
+  """
+  assert [list(r) for r in a_rows] == [list(r) for r in b_rows]
+  worst = 0.0
+  for a, b in zip(a_rows, b_rows):
+    for key in a:
+      if key in ('seconds_per_round', 'client_id') or a[key] == b[key]:
+        continue
+      x, y = float(a[key]), float(b[key])
+      key_rtol, atol = _tolerance(a, key, n_examples, rtol)
+      assert np.isclose(x, y, rtol=key_rtol, atol=atol), (a.get('round_num'), key, x, y)
+      worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
+  return worst

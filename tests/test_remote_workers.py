@@ -1,0 +1,401 @@
+"""Training on TFF's remote workers (`run.worker`, `--workers`, `--local_workers`).
+
+* Parity: same seed, 5 rounds, fmnist and synthetic: the run on one local worker, on
+  `--local_workers=2` and on `--workers=` two `run.worker` processes write the same metrics.csv
+  and client_eval files to 1e-6 relative (`tests.metrics_close`'s rules: accuracies within one
+  example, standard deviations over clients 100x). Several workers only change the order of
+  the aggregation's float sums (each worker sums its share of the clients, then the shares are
+  merged); measured largest differences: synthetic 9.2e-8, fmnist 1.6e-7 (client lr 0.01, as in
+  the engine parity test: at 0.05 this CNN amplifies ulps chaotically). Between two multi-worker runs with the same worker count the
+  split is the same, so they are bit-identical: the fault test's resume is held exactly.
+* A worker SIGKILLed mid-run (the trainer is paused with SIGSTOP, the worker killed, the
+  trainer resumed, so the loss lands in a known round): exit code 4, one stderr line naming
+  the worker and the round, every finished round's row intact; rerunning with live workers
+  finishes bit-identical to an uninterrupted run on two workers.
+* An unreachable worker at start: exit code 2, one line naming it, nothing written.
+* `run.worker`: serves only its address (its worker_binary in a private network namespace),
+  stops on SIGINT/SIGTERM with exit code 0, and its worker_binary dies with it even on SIGKILL.
+* Every algorithm's learning process (FedOpt/FedAdam, SCAFFOLD, FedProx, FedNova, q-FedAvg,
+  AdaFedAdam, FedPA) compiles to TFF's mergeable form and gives the one-worker metrics on two
+  workers (synthetic, through the training loop in this process).
+* The library: `remote_execution.local_workers_execution` in a user's own TFF code.
+
+No worker_binary is left behind (each test checks its own; tools/test.sh checks the suite).
+"""
+
+import csv
+import os
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests import test_engine_parity as engine_parity  # its runs: the same through the loop
+from tests.metrics_close import assert_rows_close
+from tff_adaptive import remote_execution
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
+RUN_TIMEOUT_S = 300
+ROUNDS = 5
+RTOL = 1e-6  # measured: 9.2e-8 (synthetic), 1.6e-7 (fmnist)
+TASK_ARGS = {
+  'synthetic': ['--task=synthetic', '--clients_per_round=6'],
+  'fmnist': [
+    '--task=fmnist',
+    '--num_clients=20',
+    '--clients_per_round=6',
+    '--client_learning_rate=0.01',
+  ],
+}
+_ANNOUNCE = re.compile(r' on (\S+):(\d+) \(.*worker_binary pid (\d+)\)')
+_NOISE = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:|To enable the following|WARNING: All log messages)')
+
+
+def _env() -> dict:
+  env = dict(os.environ)
+  env['TF_CPP_MIN_LOG_LEVEL'] = '2'
+  env['PYTHONUNBUFFERED'] = '1'
+  return env
+
+
+def _stderr_lines(text: str) -> list:
+  return [line for line in text.splitlines() if line.strip() and not _NOISE.match(line)]
+
+
+def _alive(pid: int) -> bool:
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] not in 'ZX'
+  except FileNotFoundError:
+    return False
+
+
+def _wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
+  deadline = time.monotonic() + timeout_s
+  while _alive(pid):
+    if time.monotonic() > deadline:
+      return False
+    time.sleep(0.05)
+  return True
+
+
+class Worker:
+  """A `python -m run.worker --port=0` process; `.address`, `.binary_pid`."""
+
+  def __init__(self, *flags):
+    self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
+      [sys.executable, '-m', 'run.worker', '--port=0', *flags],
+      cwd=REPO,
+      env=_env(),
+      stdin=subprocess.DEVNULL,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    line = self.proc.stdout.readline()
+    match = _ANNOUNCE.search(line)
+    if match is None:
+      self.proc.kill()
+      raise AssertionError(f'no announcement: {line!r} {self.proc.stderr.read()}')
+    self.line = line
+    self.address = f'{match.group(1)}:{match.group(2)}'
+    self.port = int(match.group(2))
+    self.binary_pid = int(match.group(3))
+
+  def stop(self, sig=signal.SIGTERM) -> int:
+    if self.proc.poll() is None:
+      self.proc.send_signal(sig)
+    code = self.proc.wait(30)
+    assert _wait_gone(self.binary_pid), f'worker_binary {self.binary_pid} survived'
+    return code
+
+
+@pytest.fixture
+def workers():
+  started = []
+
+  def start(count=2):
+    new = [Worker() for _ in range(count)]
+    started.extend(new)
+    return new
+
+  yield start
+  for worker in started:
+    worker.stop(signal.SIGKILL)
+
+
+def _train(args, root: pathlib.Path, timeout_s=RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
+  return subprocess.run(
+    [sys.executable, '-m', 'run.federated_trainer', *args, f'--root_output_dir={root}'],
+    cwd=REPO,
+    env=_env(),
+    stdin=subprocess.DEVNULL,
+    capture_output=True,
+    text=True,
+    timeout=timeout_s,
+  )
+
+
+def _rows(path: pathlib.Path) -> list:
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
+def _outputs(experiment: pathlib.Path) -> tuple[list, list]:
+  client_eval = []
+  for name in sorted(os.listdir(experiment / 'client_eval')):
+    client_eval += _rows(experiment / 'client_eval' / name)
+  return _rows(experiment / 'metrics.csv'), client_eval
+
+
+def _args(task: str) -> list:
+  if task == 'fmnist' and not FMNIST_DIR.is_dir():
+    pytest.skip(f'{FMNIST_DIR} missing (apt-get install dataset-fashion-mnist)')
+  return [*TASK_ARGS[task], f'--total_rounds={ROUNDS}', '--rounds_per_eval=1']
+
+
+@pytest.mark.parametrize('task', ['synthetic', 'fmnist'])
+def test_workers_write_the_local_runs_metrics(task, tmp_path, workers):
+  args = _args(task)
+  a, b = workers(2)
+  runs = {
+    'local': [],
+    'local_workers': ['--local_workers=2'],
+    'workers': [f'--workers={a.address},{b.address}'],
+  }
+  outputs = {}
+  for name, extra in runs.items():
+    result = _train([*args, *extra], tmp_path / name)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (experiment,) = (tmp_path / name).iterdir()
+    outputs[name] = _outputs(experiment)
+  local_rows, local_clients = outputs['local']
+  assert len(local_rows) == ROUNDS
+  assert local_rows[-1]['eval_loss'] != local_rows[0]['eval_loss']  # it trained
+  smallest = 1 if task == 'synthetic' else 10  # fewest test examples of a client (an upper bound)
+  for name in ('local_workers', 'workers'):
+    rows, clients = outputs[name]
+    worst = assert_rows_close(local_rows, rows, n_examples=smallest, rtol=RTOL)
+    assert_rows_close(local_clients, clients, n_examples=smallest, rtol=RTOL)
+    print(f'{task} {name}: largest relative difference {worst:.2g}')
+  # Same worker count, same split: the two multi-worker runs are bit-identical.
+  strip = lambda rows: [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in rows]  # noqa: E731
+  assert strip(outputs['local_workers'][0]) == strip(outputs['workers'][0])
+
+
+def test_lost_worker_is_named_with_its_round_and_resume_is_exact(tmp_path, workers):
+  args = [*_args('synthetic'), '--rounds_per_checkpoint=1']
+  a, b = workers(2)
+  reference = _train([*args, f'--workers={a.address},{b.address}'], tmp_path / 'reference')
+  assert reference.returncode == 0, reference.stderr[-3000:]
+  (reference_dir,) = (tmp_path / 'reference').iterdir()
+  reference_rows = _rows(reference_dir / 'metrics.csv')
+
+  root = tmp_path / 'faulty'
+  trainer = subprocess.Popen(  # pylint: disable=consider-using-with
+    [
+      sys.executable,
+      '-m',
+      'run.federated_trainer',
+      *args,
+      f'--workers={a.address},{b.address}',
+      f'--root_output_dir={root}',
+    ],
+    cwd=REPO,
+    env=_env(),
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
+  try:
+    for line in trainer.stdout:
+      if line.startswith('round 2/'):
+        break
+    trainer.send_signal(signal.SIGSTOP)  # between (or in) rounds: the loss lands in round >= 3
+    b.proc.kill()
+    assert _wait_gone(b.binary_pid)
+    trainer.send_signal(signal.SIGCONT)
+    stdout, stderr = trainer.communicate(timeout=RUN_TIMEOUT_S)
+  finally:
+    if trainer.poll() is None:
+      trainer.kill()
+      trainer.wait()
+  assert trainer.returncode == 4, stderr[-3000:]
+  lines = _stderr_lines(stderr)
+  assert len(lines) == 1, lines
+  match = re.match(
+    rf'federated_trainer: error: round (\d+): worker {re.escape(b.address)} stopped answering '
+    r'\(gRPC UNAVAILABLE\); checkpoints and metrics up to round (\d+) are intact in ',
+    lines[0],
+  )
+  assert match, lines[0]
+  lost_round = int(match.group(1))
+  assert lost_round >= 3 and int(match.group(2)) == lost_round - 1
+  (experiment,) = root.iterdir()
+  written = _rows(experiment / 'metrics.csv')
+  strip = lambda rows: [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in rows]  # noqa: E731
+  assert strip(written) == strip(reference_rows[: lost_round - 1])
+  checkpoints = sorted(os.listdir(experiment / 'checkpoints'))
+  assert checkpoints[-1] == f'program_state_{lost_round - 1}'
+
+  (c,) = workers(1)  # a new worker in place of the lost one
+  resumed = _train([*args, f'--workers={a.address},{c.address}'], root)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f'Resuming {experiment} after round {lost_round - 1}' in resumed.stdout
+  assert strip(_rows(experiment / 'metrics.csv')) == strip(reference_rows)
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def test_unreachable_worker_fails_before_training(tmp_path):
+  address = f'127.0.0.1:{_free_port()}'
+  result = _train([*_args('synthetic'), f'--workers={address}'], tmp_path / 'out')
+  assert result.returncode == 2, result.stderr[-3000:]
+  lines = _stderr_lines(result.stderr)
+  assert lines == [
+    f'federated_trainer: error: worker {address} is not reachable (no gRPC connection within '
+    '10 s); start it there with `python -m run.worker --port=PORT`, and check the address and '
+    'firewall'
+  ]
+  assert not (tmp_path / 'out').exists()
+  assert result.stdout == ''
+
+
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_worker_serves_only_its_address_and_stops_on_a_signal(sig):
+  worker = Worker()
+  try:
+    assert worker.address.startswith('127.0.0.1:')
+    assert 'this address only' in worker.line
+    # The binary lives in its own network namespace, a child of the worker process.
+    with open(f'/proc/{worker.binary_pid}/stat') as f:
+      assert int(f.read().rsplit(')', 1)[1].split()[1]) == worker.proc.pid
+    assert os.readlink(f'/proc/{worker.binary_pid}/ns/net') != os.readlink('/proc/self/ns/net')
+    socket.create_connection(('127.0.0.1', worker.port), timeout=5).close()
+  finally:
+    code = worker.stop(sig)
+  assert code == 0, worker.proc.stderr.read()
+  assert _stderr_lines(worker.proc.stderr.read()) == []
+
+
+def test_worker_binary_dies_with_a_sigkilled_worker():
+  worker = Worker()
+  worker.proc.kill()
+  worker.proc.wait(30)
+  assert _wait_gone(worker.binary_pid)
+
+
+@pytest.mark.parametrize(
+  'flags,message',
+  [
+    (['--port=70000'], '--port must be given, in [0, 65535], got 70000'),
+    (['--port=1', '--host=no-such-host.invalid'], '--host=no-such-host.invalid: cannot resolve'),
+    (['--port=0', '--host=0.0.0.0'], '--host=0.0.0.0 needs an explicit --port'),
+  ],
+)
+def test_worker_bad_flags_fail_in_one_line(flags, message):
+  result = subprocess.run(
+    [sys.executable, '-m', 'run.worker', *flags],
+    cwd=REPO,
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
+  assert result.returncode == 2
+  lines = _stderr_lines(result.stderr)
+  assert len(lines) == 1 and lines[0].startswith('worker: error: ') and message in lines[0], lines
+
+
+ALGORITHMS = [
+  ('fedopt', 'adam'),
+  ('scaffold', 'sgd'),
+  ('fedprox', 'sgd'),
+  ('fednova', 'sgd'),
+  ('qfedavg', 'sgd'),
+  ('adafedadam', 'adaadam'),
+]
+
+
+@pytest.fixture(scope='module')
+def synthetic():
+  return engine_parity._task('synthetic')  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize('algorithm,server', ALGORITHMS, ids=[a for a, _ in ALGORITHMS])
+def test_every_algorithm_runs_on_two_workers(synthetic, algorithm, server, tmp_path):
+  # The suite's session context (conftest) is one local worker.
+  local, _ = engine_parity._train(synthetic, algorithm, server, 'tff', tmp_path / 'local')  # pylint: disable=protected-access
+  with remote_execution.local_workers_execution(2):
+    spread, _ = engine_parity._train(synthetic, algorithm, server, 'tff', tmp_path / 'two')  # pylint: disable=protected-access
+  assert local[-1]['eval_loss'] != local[0]['eval_loss']
+  assert_rows_close(local, spread, rtol=RTOL)
+
+
+def test_fedpa_runs_on_two_workers(synthetic, tmp_path):
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+  from tff_adaptive import algorithms  # pylint: disable=g-import-not-at-top
+
+  defaults = synthetic.defaults
+  client = algorithms.ClientTrainingConfig(
+    engine_parity.client_optimizers.ClientOptimizerConfig('sgd', defaults.client_learning_rate),
+    batch_size=defaults.client_batch_size,
+    epochs=3,
+  )
+
+  def run(name):
+    algorithm = algorithms.build_fedpa(
+      lambda: synthetic.model_fn(1),
+      client,
+      tff.learning.optimizers.build_sgdm(0.5),
+      fedpa=algorithms.FedPAHParams(burnin_rounds=2, shrinkage=0.1),
+    )
+    return engine_parity._train_algorithm(synthetic, algorithm, 'tff', tmp_path / name)[0]  # pylint: disable=protected-access
+
+  local = run('local')
+  with remote_execution.local_workers_execution(2):
+    spread = run('two')
+  assert float(spread[-1]['client_delta_correction_mean']) > 0  # FedPA's rounds ran
+  assert_rows_close(local, spread, rtol=RTOL)
+
+
+def test_library_use_in_a_users_tff_code():
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+  @tff.tensorflow.computation(np.float32)
+  def square(x):
+    return x * x
+
+  @tff.tensorflow.computation(np.float32, np.float32)
+  def times(a, b):
+    return a * b
+
+  @tff.federated_computation(
+    tff.FederatedType(np.float32, tff.SERVER), tff.FederatedType(np.float32, tff.CLIENTS)
+  )
+  def scaled_sum_of_squares(scale, values):
+    total = tff.federated_sum(tff.federated_map(square, values))
+    return tff.federated_map(times, tff.federated_zip((total, scale)))
+
+  values = [float(v) for v in np.arange(1, 8)]
+  before = tff.framework.get_context_stack().current
+  with remote_execution.local_workers_execution(2) as execution:
+    assert len(execution.addresses) == 2
+    pids = [p.pid for p in execution._owned]  # pylint: disable=protected-access
+    result = scaled_sum_of_squares(2.0, values)
+  assert result == pytest.approx(2.0 * sum(v * v for v in values))
+  assert tff.framework.get_context_stack().current is before
+  assert all(_wait_gone(pid) for pid in pids)
