@@ -1,7 +1,7 @@
 """Seconds and CPU seconds per round with 1, 2 and 4 loopback TFF workers vs the local worker.
 
-  python -m benchmarks.worker_scaling [--clients=10,50] [--workers=1,2,4] [--rounds=5]
-  bazel run //benchmarks:worker_scaling -- --clients=10 --workers=1,2
+  python -m benchmarks.worker_scaling [--client_counts=10,50] [--worker_counts=1,2,4]
+  bazel run //benchmarks:worker_scaling -- --client_counts=10 --worker_counts=1,2 --timed_rounds=3
 
 Infrastructure script (no paper). The round is the one of `benchmarks.round_time` (ours on
 engine "tff": FedAdam server, SGD clients, 200 synthetic examples each, batch 20, 1 epoch) on

@@ -201,6 +201,8 @@ def main(argv):
     _fail(str(e), 2)
   except remote_execution.WorkerUnreachableError as e:  # gone between the check and the start
     _fail(f'{e}; nothing was trained', 2)
+  except remote_execution.WorkerStartError as e:
+    _fail(f'--local_workers: {e}; nothing was trained', 2)
   except training_loop.WorkerLostError as e:
     _fail(str(e), 4)
   except remote_execution.WorkerLostError as e:  # outside a round's computation

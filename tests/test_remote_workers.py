@@ -27,10 +27,12 @@ import csv
 import os
 import pathlib
 import re
+import select
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -87,27 +89,34 @@ def _wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
 
 
 class Worker:
-  """A `python -m run.worker --port=0` process; `.address`, `.binary_pid`."""
+  """A `python -m run.worker --port=0` process; `.address`, `.binary_pid`, `.stderr()`."""
 
   def __init__(self, *flags):
+    self._stderr = tempfile.TemporaryFile(mode='w+')  # noqa: SIM115  (a pipe could fill up)
     self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
       [sys.executable, '-m', 'run.worker', '--port=0', *flags],
       cwd=REPO,
       env=_env(),
       stdin=subprocess.DEVNULL,
       stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE,
+      stderr=self._stderr,
       text=True,
     )
-    line = self.proc.stdout.readline()
+    ready, _, _ = select.select([self.proc.stdout], [], [], 60)
+    line = self.proc.stdout.readline() if ready else ''
     match = _ANNOUNCE.search(line)
     if match is None:
       self.proc.kill()
-      raise AssertionError(f'no announcement: {line!r} {self.proc.stderr.read()}')
+      self.proc.wait()
+      raise AssertionError(f'no announcement: {line!r} {self.stderr()}')
     self.line = line
     self.address = f'{match.group(1)}:{match.group(2)}'
     self.port = int(match.group(2))
     self.binary_pid = int(match.group(3))
+
+  def stderr(self) -> str:
+    self._stderr.seek(0)
+    return self._stderr.read()
 
   def stop(self, sig=signal.SIGTERM) -> int:
     if self.proc.poll() is None:
@@ -286,8 +295,8 @@ def test_worker_serves_only_its_address_and_stops_on_a_signal(sig):
     socket.create_connection(('127.0.0.1', worker.port), timeout=5).close()
   finally:
     code = worker.stop(sig)
-  assert code == 0, worker.proc.stderr.read()
-  assert _stderr_lines(worker.proc.stderr.read()) == []
+  assert code == 0, worker.stderr()
+  assert _stderr_lines(worker.stderr()) == []
 
 
 def test_worker_binary_dies_with_a_sigkilled_worker():
@@ -338,10 +347,22 @@ def synthetic():
 def test_every_algorithm_runs_on_two_workers(synthetic, algorithm, server, tmp_path):
   # The suite's session context (conftest) is one local worker.
   local, _ = engine_parity._train(synthetic, algorithm, server, 'tff', tmp_path / 'local')  # pylint: disable=protected-access
-  with remote_execution.local_workers_execution(2):
+  with remote_execution.local_workers_execution(2) as execution:
     spread, _ = engine_parity._train(synthetic, algorithm, server, 'tff', tmp_path / 'two')  # pylint: disable=protected-access
+  assert execution.calls_made >= 2 * engine_parity.ROUNDS  # the rounds ran on the workers
   assert local[-1]['eval_loss'] != local[0]['eval_loss']
   assert_rows_close(local, spread, rtol=RTOL)
+
+
+def test_three_workers_merge_in_worker_order(synthetic, tmp_path):
+  # TFF's own context merges partial sums in completion order: with 3 workers, runs could
+  # differ in the last bits. Ours merges in worker order: two runs are bit-identical.
+  runs = []
+  for name in ('a', 'b'):
+    with remote_execution.local_workers_execution(3):
+      runs.append(engine_parity._train(synthetic, 'fedopt', 'adam', 'tff', tmp_path / name)[0])  # pylint: disable=protected-access
+  strip = lambda rows: [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in rows]  # noqa: E731
+  assert strip(runs[0]) == strip(runs[1])
 
 
 def test_fedpa_runs_on_two_workers(synthetic, tmp_path):
@@ -366,8 +387,9 @@ def test_fedpa_runs_on_two_workers(synthetic, tmp_path):
     return engine_parity._train_algorithm(synthetic, algorithm, 'tff', tmp_path / name)[0]  # pylint: disable=protected-access
 
   local = run('local')
-  with remote_execution.local_workers_execution(2):
+  with remote_execution.local_workers_execution(2) as execution:
     spread = run('two')
+  assert execution.calls_made >= 2 * engine_parity.ROUNDS
   assert float(spread[-1]['client_delta_correction_mean']) > 0  # FedPA's rounds ran
   assert_rows_close(local, spread, rtol=RTOL)
 
@@ -399,3 +421,89 @@ def test_library_use_in_a_users_tff_code():
   assert result == pytest.approx(2.0 * sum(v * v for v in values))
   assert tff.framework.get_context_stack().current is before
   assert all(_wait_gone(pid) for pid in pids)
+
+
+def test_partial_aggregates_merge_in_worker_order_not_completion_order():
+  import asyncio  # pylint: disable=g-import-not-at-top
+  import types  # pylint: disable=g-import-not-at-top
+
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+  form = types.SimpleNamespace(
+    up_to_merge='up_to_merge',
+    merge='merge',
+    after_merge=types.SimpleNamespace(
+      type_signature=types.SimpleNamespace(result=tff.FederatedType(np.float32, tff.SERVER))
+    ),
+  )
+  merges, finished = [], []
+
+  class Worker:  # the last worker finishes first
+    def __init__(self, index):
+      self.index = index
+
+    async def invoke(self, comp, arg):
+      if comp == 'up_to_merge':
+        await asyncio.sleep(0.05 * (3 - self.index))
+        finished.append(self.index)
+        return f'w{self.index}'
+      if comp == 'merge':
+        merges.append(tuple(arg))
+        return f'({arg[0]}+{arg[1]})'
+      return ('after', arg[1])
+
+  result = asyncio.run(
+    remote_execution._run_in_worker_order(form, ['p0', 'p1', 'p2'], [Worker(i) for i in range(3)])  # pylint: disable=protected-access
+  )
+  assert finished == [2, 1, 0]
+  assert merges == [('w0', 'w1'), ('(w0+w1)', 'w2')]
+  assert result == ('after', '((w0+w1)+w2)')
+
+
+_NO_USERNS = (
+  'import sys\n'
+  'from tff_adaptive import worker_server as w\n'
+  'def unavailable():\n'
+  "  raise w.ConfinementUnavailableError('cannot confine the worker (EPERM); details')\n"
+  'w._isolate_network = unavailable\n'
+)
+
+
+def test_without_user_namespaces_local_workers_warn_and_run_worker_refuses():
+  owned = subprocess.Popen(  # pylint: disable=consider-using-with
+    [sys.executable, '-c', _NO_USERNS + "sys.exit(w._main(['', '127.0.0.1', '0', '0']))"],
+    cwd=REPO,
+    env=_env(),
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
+  ready, _, _ = select.select([owned.stdout], [], [], 60)
+  line = owned.stdout.readline() if ready else ''
+  owned.terminate()
+  _, stderr = owned.communicate(timeout=30)
+  assert owned.returncode == 0, stderr
+  match = _ANNOUNCE.search(line)
+  assert match and 'every interface of this machine' in line, line
+  assert _wait_gone(int(match.group(3)))
+  assert _stderr_lines(stderr) == [
+    'worker: warning: cannot confine the worker (EPERM); this local worker listens on every '
+    f'interface (port {match.group(2)})'
+  ]
+  cli = (
+    'from absl import app\nfrom run import worker\n'
+    "app.run(worker.main, argv=['worker', '--port=0'], flags_parser=worker._parse_flags)\n"
+  )
+  refused = subprocess.run(
+    [sys.executable, '-c', _NO_USERNS + cli],
+    cwd=REPO,
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
+  assert refused.returncode == 2
+  assert _stderr_lines(refused.stderr) == [
+    'worker: error: cannot confine the worker (EPERM); details'
+  ]
+  assert refused.stdout == ''

@@ -5,14 +5,18 @@ Infrastructure module (no paper). Composed from TFF 0.87's public parts, no RPC 
 * per worker: `tff.framework.RemoteExecutorGrpcStub` -> `RemoteExecutor` ->
   `ResourceManagingExecutorFactory` -> `SyncExecutionContext` (the same stack as
   `runtime.local_execution`, over a channel to `host:port`);
-* over all workers: `tff.backends.native.create_mergeable_comp_execution_context`, TFF's
-  context for computations with one aggregation (a learning process's `next`): it compiles the
-  computation to `MergeableCompForm`, gives each worker a contiguous share of the CLIENTS-placed
-  arguments (`up_to_merge`: broadcast, client work, and the partial aggregate of its clients),
-  merges the partial aggregates with the aggregation's own `merge`, and runs `after_merge` (the
-  server update). Only the order of the floating-point sums changes versus one worker.
+* over all workers: TFF's `MergeableCompExecutionContext`, the context for computations with
+  one aggregation (a learning process's `next`): it compiles the computation to
+  `MergeableCompForm`, gives each worker a contiguous share of the CLIENTS-placed arguments
+  (`up_to_merge`: broadcast, client work, and the partial aggregate of its clients), merges the
+  partial aggregates with the aggregation's own `merge`, and runs `after_merge` (the server
+  update). Only the order of the floating-point sums changes versus one worker.
 
-Two adjustments to TFF's pieces, each for a reason:
+Adjustments to TFF's pieces, each for a reason:
+
+* `_WorkerOrderMergeContext` merges the partial aggregates in worker order (TFF: in the order
+  the workers finish, which makes 3 or more workers irreproducible) and runs computations
+  without CLIENTS-placed arguments on one worker (TFF: on every worker).
 
 * TFF's `RemoteExecutor` calls its gRPC stub synchronously inside coroutines, so the merge
   context's subrounds would run one after the other on its single event loop. Each worker's
@@ -20,17 +24,22 @@ Two adjustments to TFF's pieces, each for a reason:
   worker's `SyncExecutionContext` in a thread: the workers compute concurrently.
 * TFF retries every call that fails with gRPC UNAVAILABLE or FAILED_PRECONDITION, forever
   (`AsyncExecutionContext.invoke` is wrapped in `retrying.retry` with no limit), so a dead worker
-  would hang the trainer. `_WorkerStub` turns those errors into `WorkerLostError` naming the
-  worker (a worker's executor state is lost with it anyway: the round must be redone).
+  would hang the trainer. `_WorkerStub` turns UNAVAILABLE, and FAILED_PRECONDITION from a
+  worker that no longer accepts a connection, into `WorkerLostError` naming the worker (its
+  executor state is lost with it anyway: the round must be redone); gRPC keepalive turns a
+  worker that vanishes silently into UNAVAILABLE within ~6.5 minutes.
 
-What travels over the network each round, per worker: the model weights and server state
-(to every worker), its share of the clients' datasets, and the partial aggregates back. The
-channel is plain gRPC without authentication or encryption.
+What travels over the network each round: the server state to every worker, each worker's
+share of the clients' datasets, the partial aggregates back (and to the first worker for the
+merge), and, for `after_merge`, the server state and the first worker's share again (TFF's
+`MergeableCompForm` passes the original arguments to `after_merge`). The channel is plain gRPC
+without authentication or encryption.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -41,9 +50,14 @@ import types
 
 import grpc
 import tensorflow_federated as tff
+from tensorflow_federated.python.common_libs import structure
 from tensorflow_federated.python.core.impl.context_stack import (
   set_default_context as _tff_set_default_context,
 )
+from tensorflow_federated.python.core.impl.execution_contexts import (
+  mergeable_comp_execution_context as _merge_context,
+)
+from tensorflow_federated.python.core.impl.types import type_conversions
 
 from tff_adaptive import runtime
 from tff_adaptive import worker_process
@@ -51,6 +65,7 @@ from tff_adaptive import worker_process
 __all__ = [
   'RemoteExecution',
   'WorkerLostError',
+  'WorkerStartError',
   'WorkerUnreachableError',
   'check_reachable',
   'local_workers_execution',
@@ -61,7 +76,12 @@ __all__ = [
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 _ABANDON_WAIT_S = 10.0
-_LOST_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION)
+_RECHECK_S = 2.0
+# gRPC keepalive on the workers' channels: a worker that vanishes without closing its
+# connection (host down, network cut) fails the pending call within ~6.5 minutes instead of
+# never. Not more often: TFF's worker (gRPC's default server policy) rejects pings closer than
+# 5 minutes during a long call and would drop the connection.
+_KEEPALIVE_OPTIONS = (('grpc.keepalive_time_ms', 360_000), ('grpc.keepalive_timeout_ms', 20_000))
 _ANNOUNCE = re.compile(r' on (\S+):(\d+) \(')
 
 
@@ -71,6 +91,10 @@ class WorkerLostError(RuntimeError):
   def __init__(self, address: str, code: str):
     super().__init__(f'worker {address} stopped answering (gRPC {code})')
     self.address = address
+
+
+class WorkerStartError(RuntimeError):
+  """An owned local worker did not start (its own error line is on stderr above)."""
 
 
 class WorkerUnreachableError(RuntimeError):
@@ -107,6 +131,7 @@ class _WorkerStub(tff.framework.RemoteExecutorStub):
 
   def __init__(self, channel: grpc.Channel, address: str):
     self._stub = tff.framework.RemoteExecutorGrpcStub(channel)
+    self._channel = channel
     self._address = address
     self.abandoned = False  # set when the channel is about to close: no more dispose RPCs
 
@@ -115,9 +140,22 @@ class _WorkerStub(tff.framework.RemoteExecutorStub):
       return method(request)
     except grpc.RpcError as e:
       code = e.code() if callable(getattr(e, 'code', None)) else None
-      if code in _LOST_CODES:
+      if code is grpc.StatusCode.UNAVAILABLE or (
+        code is grpc.StatusCode.FAILED_PRECONDITION and not self._answers()
+      ):
         raise WorkerLostError(self._address, code.name) from None
-      raise
+      raise  # e.g. a computation's own FailedPreconditionError: TFF's handling
+
+  def _answers(self) -> bool:
+    """Whether the worker still accepts a connection (FAILED_PRECONDITION is also a TF error)."""
+    ready = grpc.channel_ready_future(self._channel)
+    try:
+      ready.result(timeout=_RECHECK_S)
+      return True
+    except grpc.FutureTimeoutError:
+      return False
+    finally:
+      ready.cancel()
 
   def get_executor(self, request):
     return self._call(self._stub.get_executor, request)
@@ -159,22 +197,99 @@ class _ThreadedContext(tff.framework.AsyncContext):
   as cancelled: nobody waits for its result, and asyncio would log its exception.
   """
 
-  def __init__(self, context: tff.framework.SyncContext, execution: RemoteExecution):
+  def __init__(
+    self,
+    context: tff.framework.SyncContext,
+    execution: RemoteExecution,
+    pool: concurrent.futures.ThreadPoolExecutor,
+  ):
     self._context = context
     self._execution = execution
+    self._pool = pool  # one thread per worker (asyncio's default pool has only cores + 4)
 
   async def invoke(self, comp, arg):
     if asyncio.iscoroutine(arg):
       arg = await arg
     self._execution._call_started()  # pylint: disable=protected-access
     try:
-      return await asyncio.to_thread(self._context.invoke, comp, arg)
+      loop = asyncio.get_running_loop()
+      return await loop.run_in_executor(self._pool, self._context.invoke, comp, arg)
     except Exception:
       if self._execution.closed:
         raise asyncio.CancelledError() from None
       raise
     finally:
       self._execution._call_ended()  # pylint: disable=protected-access
+
+
+def _has_clients_part(type_spec) -> bool:
+  """Whether a TFF type holds a CLIENTS-placed value anywhere."""
+  if isinstance(type_spec, tff.FederatedType):
+    return type_spec.placement is tff.CLIENTS
+  if isinstance(type_spec, tff.StructType):
+    return any(_has_clients_part(t) for t in type_spec.children())
+  return False
+
+
+def _all_equal(type_spec) -> bool:
+  """Whether every federated part of a TFF type is all-equal (e.g. SERVER-placed)."""
+  if isinstance(type_spec, tff.FederatedType):
+    return type_spec.all_equal
+  if isinstance(type_spec, tff.StructType):
+    return all(_all_equal(t) for t in type_spec.children())
+  return True
+
+
+async def _run_in_worker_order(form, parts, contexts):
+  """up_to_merge on every share at once, merge in worker order, then after_merge."""
+  partials = await asyncio.gather(
+    *(context.invoke(form.up_to_merge, part) for part, context in zip(parts, contexts))
+  )
+  merged = partials[0]
+  for partial in partials[1:]:
+    merged = await contexts[0].invoke(form.merge, structure.Struct.unnamed(merged, partial))
+
+  def after_merge(part, context):
+    arg = merged if part is None else structure.Struct.unnamed(part, merged)
+    return context.invoke(form.after_merge, arg)
+
+  result_type = form.after_merge.type_signature.result
+  if _all_equal(result_type):  # the same on every share: computed once
+    return await after_merge(parts[0], contexts[0])
+  results = await asyncio.gather(*(after_merge(p, c) for p, c in zip(parts, contexts)))
+  return _merge_context._repackage_partitioned_values(results, result_type_spec=result_type)  # pylint: disable=protected-access
+
+
+class _WorkerOrderMergeContext(tff.framework.MergeableCompExecutionContext):
+  """TFF's merge context (its compiler, client split and repackaging) with two changes.
+
+  * The workers' partial aggregates are merged in worker order. TFF merges them in the order
+    the workers finish, so with 3 or more workers the float sums, hence the model, would
+    differ from run to run (two are safe: a + b == b + a); in worker order a run is
+    reproducible and a resumed run continues exactly.
+  * A computation without CLIENTS-placed arguments (initialize, get/set_model_weights) runs
+    on the first worker only; TFF would run it on every worker and merge zeros.
+  """
+
+  def invoke(self, comp, arg=None):
+    form = comp
+    if not isinstance(comp, tff.framework.MergeableCompForm):
+      form = self._compiler_pipeline.compile(comp)
+    parameter = form.up_to_merge.type_signature.parameter
+    if arg is not None and _has_clients_part(parameter):
+      parts = _merge_context.MergeableCompExecutionContextValue(
+        arg, parameter, self._num_subrounds
+      ).value()
+    else:
+      parts = [arg]
+    contexts = self._async_execution_contexts[: len(parts)]
+    result = self._async_runner.run_coro_and_return_result(
+      _run_in_worker_order(form, parts, contexts)
+    )
+    result = type_conversions.type_to_py_container(result, form.after_merge.type_signature.result)
+    if self._transform_result is not None:
+      result = self._transform_result(result)
+    return result
 
 
 class RemoteExecution:
@@ -202,15 +317,23 @@ class RemoteExecution:
     self._closed = False
     self._lock = threading.Lock()
     self._calls = 0
+    self.calls_made = 0  # worker calls so far (all kinds), e.g. to check that they ran
     self._calls_done = threading.Condition()
+    self._pool = concurrent.futures.ThreadPoolExecutor(
+      max_workers=len(addresses), thread_name_prefix='tff_worker_call'
+    )
     self._owner_thread = threading.current_thread()
     try:
       self._connect(connect_timeout_s)
       workers = [
-        _ThreadedContext(self._worker_context(channel, address), self)
+        _ThreadedContext(self._worker_context(channel, address), self, self._pool)
         for channel, address in zip(self._channels, addresses)
       ]
-      self.context = tff.backends.native.create_mergeable_comp_execution_context(workers)
+      self.context = _WorkerOrderMergeContext(
+        workers,
+        compiler_fn=tff.backends.native.compile_to_mergeable_comp_form,
+        transform_result=tff.tensorflow.transform_result,
+      )
       stack = tff.framework.get_context_stack()
       self._previous_default = getattr(stack, '_stack', [None])[0]
       tff.framework.set_default_context(self.context)
@@ -220,8 +343,9 @@ class RemoteExecution:
 
   def _connect(self, timeout_s: float) -> None:
     """Opens a channel to every worker, all waited for together; the first missing one fails."""
+    options = [*runtime.GRPC_CHANNEL_OPTIONS, *_KEEPALIVE_OPTIONS]
     for address in self.addresses:
-      self._channels.append(grpc.insecure_channel(address, list(runtime.GRPC_CHANNEL_OPTIONS)))
+      self._channels.append(grpc.insecure_channel(address, options))
     _wait_ready(self._channels, self.addresses, timeout_s)
 
   def _worker_context(self, channel: grpc.Channel, address: str) -> tff.framework.SyncContext:
@@ -248,6 +372,7 @@ class RemoteExecution:
   def _call_started(self) -> None:
     with self._calls_done:
       self._calls += 1
+      self.calls_made += 1
 
   def _call_ended(self) -> None:
     with self._calls_done:
@@ -276,6 +401,7 @@ class RemoteExecution:
     self._channels.clear()
     with self._calls_done:
       self._calls_done.wait_for(lambda: self._calls == 0, timeout=_ABANDON_WAIT_S)
+    self._pool.shutdown(wait=False, cancel_futures=True)
 
   @property
   def closed(self) -> bool:
@@ -369,9 +495,8 @@ def start_local_workers(
   processes, addresses = [], []
   try:
     for _ in range(count):
-      args = [sys.executable, '-m', 'tff_adaptive.worker_server', '127.0.0.1', '0']
-      if max_concurrent_computation_calls is not None:
-        args.append(str(max_concurrent_computation_calls))
+      calls = str(max_concurrent_computation_calls or 0)
+      args = [sys.executable, '-m', 'tff_adaptive.worker_server', '127.0.0.1', '0', calls]
       processes.append(
         subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
           args,
@@ -400,11 +525,10 @@ def _read_announcement(process: subprocess.Popen, timeout_s: float) -> str:
   reader.join(timeout_s)
   match = _ANNOUNCE.search(result[0]) if result else None
   if match is None:
-    code = process.poll()
-    raise RuntimeError(
-      f'local worker did not start within {timeout_s:g} s'
-      + (f' (exit code {code}; see its message above)' if code is not None else '')
-    )
+    if result:  # end of output: it exited
+      code = process.wait()
+      raise WorkerStartError(f'a local worker exited at start with code {code} (see above)')
+    raise WorkerStartError(f'a local worker did not start within {timeout_s:g} s')
   process.stdout.close()  # nothing else is printed on stdout
   return f'{match.group(1)}:{match.group(2)}'
 

@@ -54,6 +54,10 @@ class WorkerServerError(RuntimeError):
   """The worker could not be started as asked (message is one line, for the user)."""
 
 
+class ConfinementUnavailableError(WorkerServerError):
+  """This kernel/container does not let an unprivileged process create a user namespace."""
+
+
 def is_wildcard(host: str) -> bool:
   return host in WILDCARD_HOSTS
 
@@ -87,27 +91,34 @@ def _isolate_network() -> None:
   libc = ctypes.CDLL(None, use_errno=True)
   if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
     reason = os.strerror(ctypes.get_errno())
-    raise WorkerServerError(
-      f'cannot confine the worker to one address: unprivileged user namespaces are not '
-      f"available here ({reason}); TFF 0.87's worker_binary listens on every interface, so "
-      f'either enable them (sysctl kernel.unprivileged_userns_clone=1) or pass --host=0.0.0.0 '
-      f'on a trusted network'
+    raise ConfinementUnavailableError(
+      f'cannot confine the worker to one address: this system does not let unprivileged '
+      f"processes create user namespaces ({reason}; e.g. a container's seccomp profile, "
+      f"Ubuntu's AppArmor restriction, or kernel.unprivileged_userns_clone=0); TFF 0.87's "
+      f'worker_binary listens on every interface, so allow them or pass --host=0.0.0.0 on a '
+      f'trusted network'
     )
-  # Keep our own ids inside (files the binary might touch stay ours); setgroups must be denied
-  # before an unprivileged process may write gid_map.
-  _write('/proc/self/uid_map', f'{uid} {uid} 1')
-  _write('/proc/self/setgroups', 'deny')
-  _write('/proc/self/gid_map', f'{gid} {gid} 1')
-  with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-    request = struct.pack('16sH14s', b'lo', 0, b'')
-    flags = struct.unpack('16sH', fcntl.ioctl(s, _SIOCGIFFLAGS, request)[:18])[1]
-    fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack('16sH14s', b'lo', flags | _IFF_UP, b''))
+  try:
+    # Keep our own ids inside (files the binary might touch stay ours); setgroups must be
+    # denied before an unprivileged process may write gid_map.
+    _write('/proc/self/uid_map', f'{uid} {uid} 1')
+    _write('/proc/self/setgroups', 'deny')
+    _write('/proc/self/gid_map', f'{gid} {gid} 1')
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+      request = struct.pack('16sH14s', b'lo', 0, b'')
+      flags = struct.unpack('16sH', fcntl.ioctl(s, _SIOCGIFFLAGS, request)[:18])[1]
+      fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack('16sH14s', b'lo', flags | _IFF_UP, b''))
+  except OSError as e:
+    raise WorkerServerError(
+      f'cannot set up the private network namespace of the worker ({e}); pass --host=0.0.0.0 '
+      f'on a trusted network instead'
+    ) from None
 
 
-def _wait_listening(process, port: int, timeout_s: float) -> None:
+def _wait_listening(process, port: int, timeout_s: float, stop: threading.Event) -> None:
   """Waits until the binary accepts TCP connections on 127.0.0.1:port (in our namespace)."""
   deadline = time.monotonic() + timeout_s
-  while True:
+  while not stop.is_set():
     if process.poll() is not None:
       raise WorkerServerError(f'worker_binary exited with code {process.returncode} at start')
     try:
@@ -120,7 +131,11 @@ def _wait_listening(process, port: int, timeout_s: float) -> None:
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:
-  """Copies bytes from source to sink until EOF or an error, then half-closes sink."""
+  """Copies bytes from source to sink until EOF or an error, then shuts both down.
+
+  Either direction ending ends the connection (gRPC never half-closes a live one), which also
+  wakes the other direction's blocked recv.
+  """
   buffer = bytearray(_RELAY_CHUNK_BYTES)
   view = memoryview(buffer)
   try:
@@ -131,9 +146,9 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
       sink.sendall(view[:n])
   except OSError:
     pass
-  for sock, how in ((sink, socket.SHUT_WR), (source, socket.SHUT_RD)):
+  for sock in (sink, source):
     try:
-      sock.shutdown(how)
+      sock.shutdown(socket.SHUT_RDWR)
     except OSError:
       pass
 
@@ -146,6 +161,7 @@ def _relay_connection(client: socket.socket, port: int) -> None:
     return
   for sock in (client, upstream):
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+  client.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)  # a vanished trainer ends it
   back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
   back.start()
   _pump(client, upstream)
@@ -165,10 +181,6 @@ def _accept_loop(listener: socket.socket, port: int) -> None:
     threading.Thread(target=_relay_connection, args=(client, port), daemon=True).start()
 
 
-class _Stop(Exception):
-  pass
-
-
 def serve(
   host: str = '127.0.0.1',
   port: int = 0,
@@ -176,12 +188,15 @@ def serve(
   max_concurrent_computation_calls: int | None = None,
   announce: Callable[[str, int, int], None] | None = None,
   out: TextIO = sys.stdout,
+  allow_unconfined: bool = False,
 ) -> int:
   """Serves TFF remote execution on host:port until SIGINT/SIGTERM; returns an exit code.
 
   Call from the main thread of a process that has not started threads (no TensorFlow import).
   `announce(host, port, worker_pid)` is called once the worker accepts connections (default:
   prints one line to `out`). Returns 0 after a signal, 1 if the binary died by itself.
+  `allow_unconfined`: where user namespaces are not available, warn on stderr and run the
+  binary directly (on every interface) instead of failing (for owned local workers).
 
   Raises:
     WorkerServerError: the address cannot be bound, or the worker cannot be confined to it.
@@ -193,20 +208,36 @@ def serve(
   bound_port = listener.getsockname()[1] if listener else port
   stop = threading.Event()
 
-  def on_signal(signum, frame):
+  def on_signal(signum, frame):  # only flags: every wait below polls it
     del signum, frame
     stop.set()
-    raise _Stop()
 
   previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
   process = None
   try:
     if isolated:
-      _isolate_network()
+      try:
+        _isolate_network()
+      except ConfinementUnavailableError as e:
+        if not allow_unconfined:
+          raise
+        print(
+          f'worker: warning: {str(e).split(";")[0]}; this local worker listens on every '
+          f'interface (port {bound_port})',
+          file=sys.stderr,
+          flush=True,
+        )
+        isolated = False
+        listener.close()
+        listener = None
+    if stop.is_set():
+      return 0
     process = worker_process.start(
       bound_port, max_concurrent_computation_calls=max_concurrent_computation_calls
     )
-    _wait_listening(process, bound_port, _READY_TIMEOUT_S)
+    _wait_listening(process, bound_port, _READY_TIMEOUT_S, stop)
+    if stop.is_set():
+      return 0
     if listener is not None:
       threading.Thread(target=_accept_loop, args=(listener, bound_port), daemon=True).start()
     if announce is None:
@@ -221,16 +252,18 @@ def serve(
       announce(host, bound_port, process.pid)
     while not stop.is_set() and process.poll() is None:
       stop.wait(0.2)
-  except _Stop:
-    pass
   finally:
-    for s, handler in previous.items():
-      signal.signal(s, handler)
     if listener is not None:
+      try:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept loop (close alone does not)
+      except OSError:
+        pass
       listener.close()
     code = None if process is None else process.poll()
     if process is not None:
       worker_process.terminate(process)
+    for s, handler in previous.items():
+      signal.signal(s, handler)
   if not stop.is_set() and code is not None:
     print(f'worker: error: worker_binary exited by itself (code {code})', file=sys.stderr)
     return 1
@@ -238,11 +271,16 @@ def serve(
 
 
 def _main(argv: list[str]) -> int:
-  """Internal entry point for owned local workers: HOST PORT [MAX_CONCURRENT_CALLS]."""
-  host, port = argv[1], int(argv[2])
-  max_calls = int(argv[3]) if len(argv) > 3 else None
+  """Internal entry point for owned local workers: HOST PORT MAX_CONCURRENT_CALLS (0: none).
+
+  Owned local workers fall back to an unconfined binary (with a warning) where user
+  namespaces are unavailable.
+  """
+  host, port, max_calls = argv[1], int(argv[2]), int(argv[3])
   try:
-    return serve(host, port, max_concurrent_computation_calls=max_calls)
+    return serve(
+      host, port, max_concurrent_computation_calls=max_calls or None, allow_unconfined=True
+    )
   except WorkerServerError as e:
     print(f'worker: error: {e}', file=sys.stderr, flush=True)
     return 2
