@@ -51,9 +51,6 @@ import types
 import grpc
 import tensorflow_federated as tff
 from tensorflow_federated.python.common_libs import structure
-from tensorflow_federated.python.core.impl.context_stack import (
-  set_default_context as _tff_set_default_context,
-)
 from tensorflow_federated.python.core.impl.execution_contexts import (
   mergeable_comp_execution_context as _merge_context,
 )
@@ -334,9 +331,7 @@ class RemoteExecution:
         compiler_fn=tff.backends.native.compile_to_mergeable_comp_form,
         transform_result=tff.tensorflow.transform_result,
       )
-      stack = tff.framework.get_context_stack()
-      self._previous_default = getattr(stack, '_stack', [None])[0]
-      tff.framework.set_default_context(self.context)
+      self._previous_default = runtime.install_default_context(self.context)
     except BaseException:
       self._release()
       raise
@@ -416,13 +411,7 @@ class RemoteExecution:
     try:
       self._release()
     finally:
-      stack = tff.framework.get_context_stack()
-      current_default = getattr(stack, '_stack', [None])[0]
-      if threading.current_thread() is self._owner_thread and current_default is self.context:
-        if self._previous_default is not None:
-          tff.framework.set_default_context(self._previous_default)
-        else:
-          _tff_set_default_context.set_no_default_context()
+      runtime.restore_default_context(self.context, self._previous_default, self._owner_thread)
       self._previous_default = None
 
   def __enter__(self) -> RemoteExecution:

@@ -122,9 +122,7 @@ class LocalExecution:
         transform_args=tff.tensorflow.transform_args,
         transform_result=tff.tensorflow.transform_result,
       )
-      stack = tff.framework.get_context_stack()
-      self._previous_default = getattr(stack, '_stack', [None])[0]
-      tff.framework.set_default_context(self.context)
+      self._previous_default = install_default_context(self.context)
     except BaseException:
       self._stop_worker()
       raise
@@ -211,13 +209,7 @@ class LocalExecution:
       with _OPEN_LOCK:
         if self in _OPEN:
           _OPEN.remove(self)
-      stack = tff.framework.get_context_stack()
-      current_default = getattr(stack, '_stack', [None])[0]
-      if threading.current_thread() is self._owner_thread and current_default is self.context:
-        if self._previous_default is not None:
-          tff.framework.set_default_context(self._previous_default)
-        else:
-          _tff_set_default_context.set_no_default_context()
+      restore_default_context(self.context, self._previous_default, self._owner_thread)
       self._previous_default = None
 
   def __enter__(self) -> LocalExecution:
@@ -230,6 +222,23 @@ class LocalExecution:
     tb: types.TracebackType | None,
   ) -> None:
     self.close()
+
+
+def install_default_context(context):
+  """Makes `context` TFF's default context; returns the one it replaces (or None)."""
+  previous = getattr(tff.framework.get_context_stack(), '_stack', [None])[0]
+  tff.framework.set_default_context(context)
+  return previous
+
+
+def restore_default_context(context, previous, owner_thread: threading.Thread) -> None:
+  """Puts `previous` back if `context` is still the default and we are on its owner thread."""
+  current = getattr(tff.framework.get_context_stack(), '_stack', [None])[0]
+  if threading.current_thread() is owner_thread and current is context:
+    if previous is not None:
+      tff.framework.set_default_context(previous)
+    else:
+      _tff_set_default_context.set_no_default_context()
 
 
 def close_channel(channel: grpc.Channel) -> None:
