@@ -93,7 +93,9 @@ def _execution(config):
   if config.engine != 'tff':
     return contextlib.nullcontext()
   if config.runtime.workers:
-    return remote_execution.remote_execution(config.runtime.workers)
+    return remote_execution.remote_execution(
+      config.runtime.workers, connect_timeout_s=config.runtime.worker_connect_timeout
+    )
   if config.runtime.local_workers is not None:
     return remote_execution.local_workers_execution(config.runtime.local_workers)
   return runtime.local_execution()
@@ -132,7 +134,9 @@ def main(argv):
     )
     algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
     if config.runtime.workers:  # before anything is written
-      remote_execution.check_reachable(config.runtime.workers)
+      remote_execution.check_reachable(
+        config.runtime.workers, config.runtime.worker_connect_timeout
+      )
     # The directory, its lock (held until this process ends), then the hparams check and first
     # write under the lock: two trainers on one experiment cannot both run.
     run_dir.prepare(output_dir)

@@ -62,6 +62,11 @@ flags.DEFINE_string(
   "tff engine: run each round's clients across these running TFF workers, host:port,... "
   '(started with `python -m run.worker`; plain gRPC, trusted networks only).',
 )
+flags.DEFINE_float(
+  'worker_connect_timeout',
+  10.0,
+  'Seconds each --workers worker has to accept a gRPC connection at start.',
+)
 flags.DEFINE_integer(
   'local_workers',
   None,
@@ -270,6 +275,7 @@ class RuntimeConfig:
   rounds_per_checkpoint: int = 50
   device: str | None = None
   workers: tuple[str, ...] = ()
+  worker_connect_timeout: float = 10.0
   local_workers: int | None = None
   target_metric: str = 'eval_accuracy'
   rounds_to_target: tuple[float, ...] = ()
@@ -540,6 +546,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
     'delta_sgd_gamma',
     'client_epochs_max',
     'adafedadam_gradient_examples',
+    'worker_connect_timeout',
   ):
     _positive(name, FLAGS[name].value)
   if FLAGS.adaadam_certainty_lr_from_step < 0:
@@ -710,6 +717,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
       device=FLAGS.device,
       workers=workers,
+      worker_connect_timeout=FLAGS.worker_connect_timeout,
       local_workers=FLAGS.local_workers,
       target_metric=FLAGS.target_metric,
       rounds_to_target=targets.parse_thresholds('rounds_to_target', FLAGS.rounds_to_target),

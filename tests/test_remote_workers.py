@@ -152,6 +152,18 @@ def _train(args, root: pathlib.Path, timeout_s=RUN_TIMEOUT_S) -> subprocess.Comp
   )
 
 
+def _start(args, root: pathlib.Path) -> subprocess.Popen:
+  return subprocess.Popen(  # pylint: disable=consider-using-with
+    [sys.executable, '-m', 'run.federated_trainer', *args, f'--root_output_dir={root}'],
+    cwd=REPO,
+    env=_env(),
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
+
+
 def _rows(path: pathlib.Path) -> list:
   with open(path) as f:
     return list(csv.DictReader(f))
@@ -180,9 +192,10 @@ def test_workers_write_the_local_runs_metrics(task, tmp_path, workers):
     'workers': [f'--workers={a.address},{b.address}'],
   }
   outputs = {}
-  for name, extra in runs.items():
-    result = _train([*args, *extra], tmp_path / name)
-    assert result.returncode == 0, result.stderr[-3000:]
+  started = {name: _start([*args, *extra], tmp_path / name) for name, extra in runs.items()}
+  for name, process in started.items():  # run together: most of a run is starting up
+    _, stderr = process.communicate(timeout=RUN_TIMEOUT_S)
+    assert process.returncode == 0, stderr[-3000:]
     (experiment,) = (tmp_path / name).iterdir()
     outputs[name] = _outputs(experiment)
   local_rows, local_clients = outputs['local']
@@ -270,12 +283,14 @@ def _free_port() -> int:
 
 def test_unreachable_worker_fails_before_training(tmp_path):
   address = f'127.0.0.1:{_free_port()}'
-  result = _train([*_args('synthetic'), f'--workers={address}'], tmp_path / 'out')
+  result = _train(
+    [*_args('synthetic'), f'--workers={address}', '--worker_connect_timeout=2'], tmp_path / 'out'
+  )
   assert result.returncode == 2, result.stderr[-3000:]
   lines = _stderr_lines(result.stderr)
   assert lines == [
     f'federated_trainer: error: worker {address} is not reachable (no gRPC connection within '
-    '10 s); start it there with `python -m run.worker --port=PORT`, and check the address and '
+    '2 s); start it there with `python -m run.worker --port=PORT`, and check the address and '
     'firewall'
   ]
   assert not (tmp_path / 'out').exists()
