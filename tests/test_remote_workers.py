@@ -140,9 +140,13 @@ def workers():
     worker.stop(signal.SIGKILL)
 
 
-def _train(args, root: pathlib.Path, timeout_s=RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
+def _train(args, root: pathlib.Path) -> subprocess.CompletedProcess:
+  return _python('-m', 'run.federated_trainer', *args, f'--root_output_dir={root}')
+
+
+def _python(*args, timeout_s=RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
   return subprocess.run(
-    [sys.executable, '-m', 'run.federated_trainer', *args, f'--root_output_dir={root}'],
+    [sys.executable, *args],
     cwd=REPO,
     env=_env(),
     stdin=subprocess.DEVNULL,
@@ -330,14 +334,7 @@ def test_worker_binary_dies_with_a_sigkilled_worker():
   ],
 )
 def test_worker_bad_flags_fail_in_one_line(flags, message):
-  result = subprocess.run(
-    [sys.executable, '-m', 'run.worker', *flags],
-    cwd=REPO,
-    env=_env(),
-    capture_output=True,
-    text=True,
-    timeout=60,
-  )
+  result = _python('-m', 'run.worker', *flags, timeout_s=60)
   assert result.returncode == 2
   lines = _stderr_lines(result.stderr)
   assert len(lines) == 1 and lines[0].startswith('worker: error: ') and message in lines[0], lines
@@ -509,14 +506,7 @@ def test_without_user_namespaces_local_workers_warn_and_run_worker_refuses():
     'from absl import app\nfrom run import worker\n'
     "app.run(worker.main, argv=['worker', '--port=0'], flags_parser=worker._parse_flags)\n"
   )
-  refused = subprocess.run(
-    [sys.executable, '-c', _NO_USERNS + cli],
-    cwd=REPO,
-    env=_env(),
-    capture_output=True,
-    text=True,
-    timeout=60,
-  )
+  refused = _python('-c', _NO_USERNS + cli, timeout_s=60)
   assert refused.returncode == 2
   assert _stderr_lines(refused.stderr) == [
     'worker: error: cannot confine the worker (EPERM); details'
