@@ -168,6 +168,10 @@ def _start(args, root: pathlib.Path) -> subprocess.Popen:
   )
 
 
+def _without_timing(rows: list) -> list:
+  return [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in rows]
+
+
 def _rows(path: pathlib.Path) -> list:
   with open(path) as f:
     return list(csv.DictReader(f))
@@ -212,8 +216,7 @@ def test_workers_write_the_local_runs_metrics(task, tmp_path, workers):
     assert_rows_close(local_clients, clients, n_examples=smallest, rtol=RTOL)
     print(f'{task} {name}: largest relative difference {worst:.2g}')
   # Same worker count, same split: the two multi-worker runs are bit-identical.
-  strip = lambda rows: [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in rows]  # noqa: E731
-  assert strip(outputs['local_workers'][0]) == strip(outputs['workers'][0])
+  assert _without_timing(outputs['local_workers'][0]) == _without_timing(outputs['workers'][0])
 
 
 def test_lost_worker_is_named_with_its_round_and_resume_is_exact(tmp_path, workers):
@@ -225,22 +228,7 @@ def test_lost_worker_is_named_with_its_round_and_resume_is_exact(tmp_path, worke
   reference_rows = _rows(reference_dir / 'metrics.csv')
 
   root = tmp_path / 'faulty'
-  trainer = subprocess.Popen(  # pylint: disable=consider-using-with
-    [
-      sys.executable,
-      '-m',
-      'run.federated_trainer',
-      *args,
-      f'--workers={a.address},{b.address}',
-      f'--root_output_dir={root}',
-    ],
-    cwd=REPO,
-    env=_env(),
-    stdin=subprocess.DEVNULL,
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
-    text=True,
-  )
+  trainer = _start([*args, f'--workers={a.address},{b.address}'], root)
   try:
     for line in trainer.stdout:
       if line.startswith('round 2/'):
@@ -267,8 +255,7 @@ def test_lost_worker_is_named_with_its_round_and_resume_is_exact(tmp_path, worke
   assert lost_round >= 3 and int(match.group(2)) == lost_round - 1
   (experiment,) = root.iterdir()
   written = _rows(experiment / 'metrics.csv')
-  strip = lambda rows: [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in rows]  # noqa: E731
-  assert strip(written) == strip(reference_rows[: lost_round - 1])
+  assert _without_timing(written) == _without_timing(reference_rows[: lost_round - 1])
   checkpoints = sorted(os.listdir(experiment / 'checkpoints'))
   assert checkpoints[-1] == f'program_state_{lost_round - 1}'
 
@@ -276,7 +263,7 @@ def test_lost_worker_is_named_with_its_round_and_resume_is_exact(tmp_path, worke
   resumed = _train([*args, f'--workers={a.address},{c.address}'], root)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f'Resuming {experiment} after round {lost_round - 1}' in resumed.stdout
-  assert strip(_rows(experiment / 'metrics.csv')) == strip(reference_rows)
+  assert _without_timing(_rows(experiment / 'metrics.csv')) == _without_timing(reference_rows)
 
 
 def _free_port() -> int:
@@ -373,8 +360,7 @@ def test_three_workers_merge_in_worker_order(synthetic, tmp_path):
   for name in ('a', 'b'):
     with remote_execution.local_workers_execution(3):
       runs.append(engine_parity._train(synthetic, 'fedopt', 'adam', 'tff', tmp_path / name)[0])  # pylint: disable=protected-access
-  strip = lambda rows: [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in rows]  # noqa: E731
-  assert strip(runs[0]) == strip(runs[1])
+  assert _without_timing(runs[0]) == _without_timing(runs[1])
 
 
 def test_fedpa_runs_on_two_workers(synthetic, tmp_path):
