@@ -24,11 +24,11 @@ from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 import tensorflow_federated as tff
 
-import tasks
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import optimizers
 from tff_adaptive import runtime  # noqa: F401  (drops TFF's import-time context cleanly at exit)
+from tff_adaptive import tasks
 from tff_adaptive.core import seeds
 from tff_adaptive.optimizers import client as client_optimizers
 

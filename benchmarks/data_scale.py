@@ -42,7 +42,7 @@ from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 from absl import logging
 
-import datasets
+from tff_adaptive import datasets
 
 # runtime: its atexit hook drops TFF's import-time context cleanly (no "Exception ignored" at exit).
 from tff_adaptive import runtime  # noqa: F401

@@ -52,13 +52,13 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import models
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import optimizers
 from tff_adaptive import runtime
 from tff_adaptive.core import seeds
 from tff_adaptive.optimizers import fedopt_math
+from tff_adaptive.tasks import models
 
 _ROUNDS = flags.DEFINE_integer('rounds', 30, 'Timed rounds per implementation (>= 1).')
 _WARMUP = flags.DEFINE_integer('warmup', 3, 'Untimed rounds per implementation first.')

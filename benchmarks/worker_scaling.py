@@ -9,7 +9,7 @@ the EMNIST-CR CNN of Reddi et al. (1,206,590 parameters), with 10 and 50 clients
 run on:
 
 * local: the trainer's default, one `runtime.local_execution()` worker_binary;
-* N workers: `remote_execution.local_workers_execution(N)`, what `--local_workers=N` uses: N
+* N workers: `runtime.local_workers_execution(N)`, what `--local_workers=N` uses: N
   `worker_server` processes on 127.0.0.1 (each a relay in front of its worker_binary), each
   round's clients split over them by TFF's `MergeableCompExecutionContext`.
 
@@ -34,7 +34,6 @@ import numpy as np  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import round_time  # noqa: E402
-from tff_adaptive import remote_execution  # noqa: E402
 from tff_adaptive import runtime  # noqa: E402
 
 _CLIENT_COUNTS = flags.DEFINE_list('client_counts', ['10', '50'], 'Clients per round to time.')
@@ -112,7 +111,7 @@ def main(argv):
   for num_clients in [int(c) for c in _CLIENT_COUNTS.value]:
     clients = round_time.make_clients(spec, num_clients, 200, seed)
     settings = [('local', runtime.local_execution)] + [
-      (f'{n} workers', lambda n=int(n): remote_execution.local_workers_execution(n))
+      (f'{n} workers', lambda n=int(n): runtime.local_workers_execution(n))
       for n in _WORKER_COUNTS.value
     ]
     base = None

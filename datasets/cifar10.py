@@ -24,9 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from datasets.errors import DataFormatError
-from datasets.errors import DataNotFoundError
-from datasets.partitioners import dirichlet_label_partition
+from tff_adaptive.datasets.errors import DataFormatError
+from tff_adaptive.datasets.errors import DataNotFoundError
+from tff_adaptive.datasets.partitioners import dirichlet_label_partition
 
 __all__ = [
   'CIFAR10_TFDS_VERSION',

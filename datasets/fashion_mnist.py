@@ -20,8 +20,8 @@ import zlib
 
 import numpy as np
 
-from datasets.errors import DataFormatError
-from datasets.errors import DataNotFoundError
+from tff_adaptive.datasets.errors import DataFormatError
+from tff_adaptive.datasets.errors import DataNotFoundError
 
 __all__ = [
   'DEFAULT_FASHION_MNIST_DIR',

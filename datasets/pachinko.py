@@ -35,8 +35,8 @@ import numbers
 
 import numpy as np
 
-from datasets.partitioners import check_labels
-from datasets.partitioners import sample_class_counts
+from tff_adaptive.datasets.partitioners import check_labels
+from tff_adaptive.datasets.partitioners import sample_class_counts
 
 __all__ = ['pachinko_allocation_partition']
 

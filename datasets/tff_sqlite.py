@@ -16,7 +16,7 @@ batched: e.g. EMNIST ``label`` int32 [n], ``pixels`` float32 [n, 28, 28]. ``Mapp
 a task's preprocessing on top, lazily too.
 
 Errors are one line: a missing file raises ``DataNotFoundError`` with the path and the fetch
-command (``python -m datasets.fetch``); a truncated or non-SQLite file, a wrong schema, a missing
+command (``python -m tff_adaptive.datasets.fetch``); a truncated or non-SQLite file, a wrong schema, a missing
 split, an unparsable or empty client raise ``DataFormatError`` naming the file (and client).
 """
 
@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from datasets.errors import DataFormatError
-from datasets.errors import DataNotFoundError
+from tff_adaptive.datasets.errors import DataFormatError
+from tff_adaptive.datasets.errors import DataNotFoundError
 
 __all__ = [
   'FederatedSplits',
@@ -93,7 +93,7 @@ def sqlite_path(dataset: str, data_dir: str) -> str:
 
 def fetch_command(dataset: str, data_dir: str) -> str:
   """The command that downloads `dataset` into `data_dir` (on a connected machine)."""
-  return f'python -m datasets.fetch --data_dir={os.path.abspath(data_dir)} --dataset={dataset}'
+  return f'python -m tff_adaptive.datasets.fetch --data_dir={os.path.abspath(data_dir)} --dataset={dataset}'
 
 
 # --------------------------------------------------------------------------------- validation

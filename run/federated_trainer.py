@@ -18,28 +18,24 @@ import os
 import signal
 import sys
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+import tff_adaptive  # noqa: F401  (first: quiets TensorFlow's C++ logging before TF loads)
 
-from absl import app  # pylint: disable=g-import-not-at-top
+# isort: split
+from absl import app
 from absl import flags
 from absl import logging
+import tensorflow as tf
+import tensorflow_federated as tff
 
-from run import tf_noise
-
-with tf_noise.filtered_import_noise():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-import tensorflow_federated as tff  # noqa: E402
-
-import datasets
 from run import flags as trainer_flags
-import tasks
 from tff_adaptive import algorithms
+from tff_adaptive import datasets
 from tff_adaptive import engines
-from tff_adaptive import remote_execution
 
 # runtime's atexit hook also stops TFF's import-time context cleanly when a bad flag exits
 # early (otherwise TFF prints "Exception ignored ... 'Popen'").
 from tff_adaptive import runtime
+from tff_adaptive import tasks
 from tff_adaptive.loop import client_states
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import outputs
@@ -93,11 +89,11 @@ def _execution(config):
   if config.engine != 'tff':
     return contextlib.nullcontext()
   if config.runtime.workers:
-    return remote_execution.remote_execution(
+    return runtime.remote_execution(
       config.runtime.workers, connect_timeout_s=config.runtime.worker_connect_timeout
     )
   if config.runtime.local_workers is not None:
-    return remote_execution.local_workers_execution(config.runtime.local_workers)
+    return runtime.local_workers_execution(config.runtime.local_workers)
   return runtime.local_execution()
 
 
@@ -134,9 +130,7 @@ def main(argv):
     )
     algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
     if config.runtime.workers:  # before anything is written
-      remote_execution.check_reachable(
-        config.runtime.workers, config.runtime.worker_connect_timeout
-      )
+      runtime.check_reachable(config.runtime.workers, config.runtime.worker_connect_timeout)
     # The directory, its lock (held until this process ends), then the hparams check and first
     # write under the lock: two trainers on one experiment cannot both run.
     run_dir.prepare(output_dir)
@@ -148,7 +142,7 @@ def main(argv):
     datasets.DataNotFoundError,
     datasets.DataFormatError,
     ValueError,
-    remote_execution.WorkerUnreachableError,
+    runtime.WorkerUnreachableError,
   ) as e:
     _fail(str(e), 2)
 
@@ -203,13 +197,13 @@ def main(argv):
     )
   except training_loop.ResumeError as e:
     _fail(str(e), 2)
-  except remote_execution.WorkerUnreachableError as e:  # gone between the check and the start
+  except runtime.WorkerUnreachableError as e:  # gone between the check and the start
     _fail(f'{e}; nothing was trained', 2)
-  except remote_execution.WorkerStartError as e:
+  except runtime.WorkerStartError as e:
     _fail(f'--local_workers: {e}; nothing was trained', 2)
   except training_loop.WorkerLostError as e:
     _fail(str(e), 4)
-  except remote_execution.WorkerLostError as e:  # outside a round's computation
+  except runtime.WorkerLostError as e:  # outside a round's computation
     _fail(
       f'{e}; checkpoints and metrics written so far are intact in {output_dir}; rerun the same '
       'command once it is back (or with other workers) to resume',

@@ -12,11 +12,11 @@ from typing import Any
 
 from absl import flags
 
-import tasks
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import registry
-from tff_adaptive import remote_execution
+from tff_adaptive import runtime
+from tff_adaptive import tasks
 from tff_adaptive.algorithms import adafedadam
 from tff_adaptive.algorithms import fednova
 from tff_adaptive.algorithms import fedpa as fedpa_algorithm
@@ -41,7 +41,9 @@ flags.DEFINE_string(
 flags.DEFINE_float('dirichlet_alpha', 0.1, 'Dirichlet label-skew concentration (fmnist).')
 flags.DEFINE_float('synthetic_alpha', 1.0, 'LEAF Synthetic alpha (synthetic).')
 flags.DEFINE_float('synthetic_beta', 1.0, 'LEAF Synthetic beta (synthetic).')
-flags.DEFINE_integer('num_clients', None, 'Population size of generated/partitioned tasks.')
+flags.DEFINE_integer(
+  'num_clients', None, "Population size of generated/partitioned tasks (default: task's)."
+)
 # Algorithm and engine.
 flags.DEFINE_string(
   'algorithm', 'fedopt', f'Federated algorithm: one of {", ".join(algorithms.ALGORITHMS)}.'
@@ -255,6 +257,101 @@ flags.DEFINE_integer(
   1,
   'Seed of client sampling, shuffling, partitioning and init (the published runs sampled '
   'clients with seed 1).',
+)
+
+# The flags by concern, in the order of the flag reference (docs/flags.md, written from these
+# definitions by `python -m run.flag_reference`; tests/test_docs.py fails when it is stale).
+SECTIONS = (
+  (
+    'Task and data',
+    ('task', 'data_dir', 'dirichlet_alpha', 'synthetic_alpha', 'synthetic_beta', 'num_clients'),
+  ),
+  ('Algorithm', ('algorithm', 'client_weighting')),
+  (
+    'Server optimizer',
+    (
+      'server_optimizer',
+      'server_learning_rate',
+      'server_lr_schedule',
+      'server_momentum',
+      'tau',
+      'server_beta_1',
+      'server_beta_2',
+      'initial_accumulator_value',
+      'adaptive_variant',
+    ),
+  ),
+  (
+    'Client training',
+    (
+      'client_optimizer',
+      'client_learning_rate',
+      'client_lr_schedule',
+      'client_momentum',
+      'client_beta_1',
+      'client_beta_2',
+      'client_epsilon',
+      'client_epochs_per_round',
+      'client_epochs_max',
+      'client_batch_size',
+    ),
+  ),
+  (
+    'SPS and Delta-SGD client optimizers (Kim et al. 2024)',
+    (
+      'sps_c',
+      'sps_mode',
+      'sps_eta_max',
+      'delta_sgd_eta0',
+      'delta_sgd_theta0',
+      'delta_sgd_gamma',
+      'delta_sgd_delta',
+      'delta_sgd_gradient',
+      'delta_sgd_first_step',
+      'delta_sgd_zero_rule',
+      'delta_sgd_eps',
+    ),
+  ),
+  (
+    'FedPA (Al-Shedivat et al. 2021)',
+    (
+      'fedpa_burnin_rounds',
+      'fedpa_burnin_epochs',
+      'fedpa_shrinkage',
+      'fedpa_shrinkage_form',
+      'fedpa_solver',
+    ),
+  ),
+  (
+    'AdaFedAdam and its baselines (Ju et al.)',
+    (
+      'fairness_alpha',
+      'adafedadam_gradient_examples',
+      'adafedadam_weighting',
+      'adafedadam_certainty_floor',
+      'adaadam_certainty_lr_from_step',
+      'fedprox_mu',
+      'qfedavg_q',
+    ),
+  ),
+  (
+    'Rounds, evaluation and seeds',
+    (
+      'clients_per_round',
+      'total_rounds',
+      'rounds_per_eval',
+      'rounds_per_checkpoint',
+      'rounds_to_target',
+      'target_metric',
+      'client_sampler',
+      'seed',
+    ),
+  ),
+  ('Outputs', ('root_output_dir', 'experiment_name')),
+  (
+    'Engine and workers',
+    ('engine', 'device', 'xla', 'workers', 'worker_connect_timeout', 'local_workers'),
+  ),
 )
 
 FLAGS = flags.FLAGS
@@ -599,7 +696,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
     raise ValueError('--device and --xla need --engine=inprocess')
   workers = ()
   if FLAGS.workers is not None:
-    workers = remote_execution.parse_worker_addresses(FLAGS.workers)
+    workers = runtime.parse_worker_addresses(FLAGS.workers)
   if FLAGS.local_workers is not None and not 1 <= FLAGS.local_workers <= _MAX_LOCAL_WORKERS:
     raise ValueError(
       f'--local_workers must be an integer in [1, {_MAX_LOCAL_WORKERS}], got {FLAGS.local_workers}'

@@ -5,22 +5,19 @@
   bazel run //run:worker -- --port=8000
 
 It serves TFF's own remote execution (TFF's C++ worker_binary) on exactly --host:--port (see
-tff_adaptive/worker_server.py for how it is confined to that address), prints where it listens,
+tff_adaptive/runtime/worker_server.py for how it is confined to that address), prints where it listens,
 and runs until Ctrl-C or SIGTERM, which stop it and its worker_binary (exit code 0). The channel
 is plain gRPC without authentication: keep it on a trusted network or behind an SSH tunnel.
 
 Exit codes: 0 stopped by a signal; 1 the worker_binary died by itself; 2 bad flag or address.
 """
 
-import os
 import sys
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+from absl import app
+from absl import flags
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-
-from tff_adaptive import worker_server  # noqa: E402  (no TensorFlow: must stay single-threaded)
+from tff_adaptive.runtime import worker_server  # no TensorFlow: must stay single-threaded
 
 flags.DEFINE_string(
   'host',

@@ -3,16 +3,16 @@
 from collections.abc import Callable
 import dataclasses
 
-from tasks import cifar
-from tasks import emnist
-from tasks import fmnist
-from tasks import shakespeare
-from tasks import stackoverflow
-from tasks import synthetic
-from tasks.base import Task
-from tasks.base import TaskConfig
-from tasks.base import TaskDefaults
 from tff_adaptive import registry
+from tff_adaptive.tasks import cifar
+from tff_adaptive.tasks import emnist
+from tff_adaptive.tasks import fmnist
+from tff_adaptive.tasks import shakespeare
+from tff_adaptive.tasks import stackoverflow
+from tff_adaptive.tasks import synthetic
+from tff_adaptive.tasks.base import Task
+from tff_adaptive.tasks.base import TaskConfig
+from tff_adaptive.tasks.base import TaskDefaults
 
 
 @dataclasses.dataclass(frozen=True)

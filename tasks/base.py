@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from datasets import ClientArrays  # feature name -> np.ndarray [examples, ...]
+from tff_adaptive.datasets import ClientArrays  # feature name -> np.ndarray [examples, ...]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,11 +27,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
-import datasets
-from tasks import base
-from tasks import models
-from tasks import published
-from tasks import reddi_models
+from tff_adaptive import datasets
+from tff_adaptive.tasks import base
+from tff_adaptive.tasks import models
+from tff_adaptive.tasks import published
+from tff_adaptive.tasks import reddi_models
 
 DEFAULT_DATA_DIR = os.path.join(os.path.expanduser('~'), '.tff')
 NUM_CLASSES = 62

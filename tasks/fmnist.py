@@ -1,6 +1,6 @@
 """fmnist: Fashion-MNIST with Dirichlet label skew, the CNN setup of Kim et al. 2024.
 
-Kim, Kim, Mishchenko, Kyrillidis. "Adaptive Federated Learning with Auto-Tuned Clients"
+Kim, Toghani, Uribe, Kyrillidis. "Adaptive Federated Learning with Auto-Tuned Clients"
 (Delta-SGD), ICLR 2024, Sec. 4: 100 clients x 500 examples drawn from the 60,000 training
 images with Dirichlet(alpha) label proportions (Hsu et al. 2019), alpha in {1, 0.1, 0.01}; the
 shallow CNN of `tasks.models.build_fmnist_cnn`; batch 64; 10% of clients per round.
@@ -13,9 +13,9 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-import datasets
-from tasks import base
-from tasks import models
+from tff_adaptive import datasets
+from tff_adaptive.tasks import base
+from tff_adaptive.tasks import models
 
 NUM_CLIENTS = 100
 EXAMPLES_PER_CLIENT = 500

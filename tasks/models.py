@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tasks.layers import StatelessDropout
 from tff_adaptive.core.validation import check_int
+from tff_adaptive.tasks.layers import StatelessDropout
 
 __all__ = ['build_emnist_cr_cnn', 'build_fmnist_cnn', 'build_softmax_regression']
 

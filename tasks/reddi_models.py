@@ -34,8 +34,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from tasks.layers import CifarPreprocessing
 from tff_adaptive.core.validation import check_int
+from tff_adaptive.tasks.layers import CifarPreprocessing
 
 __all__ = [
   'DropMask',

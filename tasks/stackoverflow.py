@@ -47,11 +47,11 @@ import sqlite3
 import numpy as np
 import tensorflow as tf
 
-import datasets
-from tasks import base
-from tasks import metrics
-from tasks import published
-from tasks import reddi_models
+from tff_adaptive import datasets
+from tff_adaptive.tasks import base
+from tff_adaptive.tasks import metrics
+from tff_adaptive.tasks import published
+from tff_adaptive.tasks import reddi_models
 
 DEFAULT_DATA_DIR = os.path.join(os.path.expanduser('~'), '.tff')
 VOCAB_SIZE = 10_000

@@ -11,9 +11,9 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-import datasets
-from tasks import base
-from tasks import models
+from tff_adaptive import datasets
+from tff_adaptive.tasks import base
+from tff_adaptive.tasks import models
 
 LOCAL_TEST_FRACTION = 0.2
 

@@ -38,16 +38,16 @@ import tarfile
 
 import numpy as np
 
-from datasets.tff_format import SplitRows
-from datasets.tff_format import _connect_new
-from datasets.tff_format import _finish
-from datasets.tff_format import cifar100_example
-from datasets.tff_format import emnist_example
-from datasets.tff_format import serialize_example
-from datasets.tff_format import shakespeare_example
-from datasets.tff_format import stackoverflow_example
-from datasets.tff_format import write_emnist_scale
-from datasets.tff_format import write_tff_sqlite
+from tff_adaptive.datasets.tff_format import SplitRows
+from tff_adaptive.datasets.tff_format import _connect_new
+from tff_adaptive.datasets.tff_format import _finish
+from tff_adaptive.datasets.tff_format import cifar100_example
+from tff_adaptive.datasets.tff_format import emnist_example
+from tff_adaptive.datasets.tff_format import serialize_example
+from tff_adaptive.datasets.tff_format import shakespeare_example
+from tff_adaptive.datasets.tff_format import stackoverflow_example
+from tff_adaptive.datasets.tff_format import write_emnist_scale
+from tff_adaptive.datasets.tff_format import write_tff_sqlite
 
 __all__ = [
   'CIFAR100_COARSE_OF_FINE',

@@ -15,13 +15,13 @@ import tarfile
 import numpy as np
 import pytest
 
-from datasets import Cifar10
-from datasets import DataFormatError
-from datasets import DataNotFoundError
-from datasets import cifar10_prepared_dir
-from datasets import dirichlet_label_partition
-from datasets import federated_cifar10
-from datasets import load_cifar10
+from tff_adaptive.datasets import Cifar10
+from tff_adaptive.datasets import DataFormatError
+from tff_adaptive.datasets import DataNotFoundError
+from tff_adaptive.datasets import cifar10_prepared_dir
+from tff_adaptive.datasets import dirichlet_label_partition
+from tff_adaptive.datasets import federated_cifar10
+from tff_adaptive.datasets import load_cifar10
 
 TRAIN_BATCH_SIZES = (4, 3, 5, 2, 6)  # data_batch_1..5.bin: 20 training images
 NUM_TEST = 7

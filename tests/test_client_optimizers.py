@@ -183,7 +183,7 @@ def test_delta_sgd_curvature_on_a_quadratic_is_gamma_over_2L(gamma):
   _, grad_fn = ref.quadratic(big_l, 3)
   x0 = [np.array([1.0, -2.0, 0.5])]
   hparams = optimizers.DeltaSGDHParams(gamma=gamma, eta_0=0.01)
-  xs, states = _run_optimizer(delta_sgd.DeltaSGD(hparams), x0, grad_fn, 6)
+  xs, states = _run_optimizer(optimizers.build_delta_sgd(hparams), x0, grad_fn, 6)
   for s in states[1:]:  # from step 2 on
     np.testing.assert_allclose(float(s[delta_sgd.CURVATURE]), gamma / (2 * big_l), rtol=1e-6)
   # eta_0 = 0.01 is small: the growth candidate wins first, so the first steps follow
@@ -203,7 +203,7 @@ def test_delta_sgd_curvature_branch_on_the_quadratic():
   # eta_0 = 0.2 < 1/L: step 2's candidates are 1/L = 0.25 and sqrt(1.1) 0.2 = 0.2098.
   np.testing.assert_allclose(float(states[1][delta_sgd.ETA]), 0.2 * np.sqrt(1.1), rtol=1e-6)
   xs, states = _run_optimizer(
-    delta_sgd.DeltaSGD(optimizers.DeltaSGDHParams(eta_0=0.24, delta=1.0)), x0, grad_fn, 2
+    optimizers.build_delta_sgd(optimizers.DeltaSGDHParams(eta_0=0.24, delta=1.0)), x0, grad_fn, 2
   )
   # Now sqrt(2) 0.24 = 0.339 > 1/L: the curvature candidate, exactly 1/L.
   np.testing.assert_allclose(float(states[1][delta_sgd.ETA]), 1 / big_l, rtol=1e-6)
@@ -218,7 +218,7 @@ def test_delta_sgd_zero_gradient_difference_gives_no_nan(zero_rule):
   grad_fn = lambda x, k: [np.array(v) for v in a]
   x0 = [np.zeros(2), np.zeros(1)]
   hparams = optimizers.DeltaSGDHParams(zero_rule=zero_rule)
-  xs, states = _run_optimizer(delta_sgd.DeltaSGD(hparams), x0, grad_fn, 6)
+  xs, states = _run_optimizer(optimizers.build_delta_sgd(hparams), x0, grad_fn, 6)
   expected = ref.delta_sgd(x0, grad_fn, 6, zero_rule=zero_rule)
   etas = [float(s[delta_sgd.ETA]) for s in states]
   assert np.all(np.isfinite(etas)) and np.all(np.isfinite(np.concatenate(xs[-1])))
@@ -235,7 +235,7 @@ def test_delta_sgd_zero_rules_differ_when_the_first_gradient_is_zero():
   zero_first = lambda x, k: [np.zeros_like(a) for a in x] if k == 1 else grad_fn(x, k)
   for zero_rule in ('paper', 'grow'):
     hparams = optimizers.DeltaSGDHParams(zero_rule=zero_rule)
-    xs, states = _run_optimizer(delta_sgd.DeltaSGD(hparams), x0, zero_first, 6)
+    xs, states = _run_optimizer(optimizers.build_delta_sgd(hparams), x0, zero_first, 6)
     expected = ref.delta_sgd(x0, zero_first, 6, zero_rule=zero_rule)
     etas = [float(s[delta_sgd.ETA]) for s in states]
     np.testing.assert_allclose(etas, expected['eta'], rtol=1e-6)

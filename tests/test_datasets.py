@@ -6,17 +6,17 @@ import os
 import numpy as np
 import pytest
 
-from datasets import DataFormatError
-from datasets import DataNotFoundError
-from datasets import dirichlet_label_partition
-from datasets import label_histogram
-from datasets import leaf_synthetic
-from datasets import load_fashion_mnist
-from datasets import read_idx
-from datasets import sample_class_counts
-from datasets import split_train_test
-from datasets.fashion_mnist import DEFAULT_FASHION_MNIST_DIR
-from datasets.fashion_mnist import FASHION_MNIST_FILES
+from tff_adaptive.datasets import DataFormatError
+from tff_adaptive.datasets import DataNotFoundError
+from tff_adaptive.datasets import dirichlet_label_partition
+from tff_adaptive.datasets import label_histogram
+from tff_adaptive.datasets import leaf_synthetic
+from tff_adaptive.datasets import load_fashion_mnist
+from tff_adaptive.datasets import read_idx
+from tff_adaptive.datasets import sample_class_counts
+from tff_adaptive.datasets import split_train_test
+from tff_adaptive.datasets.fashion_mnist import DEFAULT_FASHION_MNIST_DIR
+from tff_adaptive.datasets.fashion_mnist import FASHION_MNIST_FILES
 
 # ---------------------------------------------------------------------------- IDX / Fashion-MNIST
 
@@ -67,7 +67,7 @@ def test_read_idx_multibyte_big_endian(tmp_path):
 
 
 def test_load_fixture_directory(tmp_path, monkeypatch):
-  import datasets.fashion_mnist as fm
+  from tff_adaptive.datasets import fashion_mnist as fm
 
   monkeypatch.setattr(fm, '_NUM_EXAMPLES', {'train': 6, 'test': 4})
   arrays = _write_fixture(str(tmp_path))
@@ -106,7 +106,7 @@ def test_missing_file_names_path_and_remedy(tmp_path):
 
 
 def test_truncated_gzip_raises_format_error(tmp_path, monkeypatch):
-  import datasets.fashion_mnist as fm
+  from tff_adaptive.datasets import fashion_mnist as fm
 
   monkeypatch.setattr(fm, '_NUM_EXAMPLES', {'train': 6, 'test': 4})
   _write_fixture(str(tmp_path))

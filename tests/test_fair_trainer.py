@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import tensorflow_federated as tff
 
-import tasks
 from tests.test_trainer import run_trainer
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import optimizers
+from tff_adaptive import tasks
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import training_loop
 
@@ -239,7 +239,7 @@ def test_table5_driver_end_to_end(tmp_path):
   command = [
     sys.executable,
     '-m',
-    'run.reproduce_ju_synthetic',
+    'reproductions.ju2023_adafedadam.reproduce_synthetic',
     '--rounds=2',
     '--seeds=1',
     '--fedprox_mus=1',
@@ -281,5 +281,5 @@ def test_table5_driver_end_to_end(tmp_path):
   )
   assert bad.returncode == 2
   assert bad.stderr.strip().splitlines()[-1] == (
-    "reproduce_ju_synthetic: error: --seeds: 'x' is not a number"
+    "reproduce_synthetic: error: --seeds: 'x' is not a number"
   )

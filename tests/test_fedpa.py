@@ -348,8 +348,8 @@ def test_before_server_burnin_fedpa_is_fedavg_on_both_engines():
 
 
 def test_client_work_process_in_a_users_own_composition():
-  """`build_fedpa_client_work` composed with TFF's own distributor, MeanFactory and an SGDM
-  finalizer equals the trainer's FedPA (TFF engine) with the same server optimizer."""
+  """FedPA's `engines.build_client_work` composed with TFF's own distributor, MeanFactory and an
+  SGDM finalizer equals the trainer's FedPA (TFF engine) with the same server optimizer."""
   rng = np.random.default_rng(10)
   clients = _clients(rng, count=3)
   model_fn = _linear_model_fn(4)
@@ -359,7 +359,9 @@ def test_client_work_process_in_a_users_own_composition():
   hparams = algorithms.FedPAHParams(burnin_rounds=1, shrinkage=0.1)
   server = tff.learning.optimizers.build_sgdm(0.5, momentum=0.9)
   with runtime.local_execution():
-    client_work = algorithms.build_fedpa_client_work(model_fn, client, hparams)
+    client_work = engines.build_client_work(
+      algorithms.build_fedpa(model_fn, client, server, fedpa=hparams)
+    )
     assert isinstance(client_work, tff.learning.templates.ClientWorkProcess)
     weights_type = tff.learning.models.weights_type_from_model(model_fn)
 

@@ -1,4 +1,4 @@
-"""run.fedpa_least_squares: FedAvg's biased vs FedPA's consistent fixed point on least squares.
+"""reproductions.alshedivat2021_fedpa.least_squares: FedAvg's biased vs FedPA's consistent fixed point on least squares.
 
 Al-Shedivat et al., ICLR 2021, Sec. 3, Fig. 1, App. A. The script's closed forms are checked
 against the independent float64 reference (tests/reference/fedpa_numpy.py), the Sigma_l^-1 it
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from run import fedpa_least_squares as fls
+from reproductions.alshedivat2021_fedpa import least_squares as fls
 from tests.reference import fedpa_numpy as ref
 from tff_adaptive.algorithms import fedpa_math
 
@@ -102,7 +102,13 @@ def test_script_writes_figure(tmp_path):
   args = ['--dim=3', '--clients=3', '--k_values=1,10', '--l_values=5', '--seeds=2']
   args += ['--rounds=2', '--epochs=3']  # panel (b): both algorithms, 2 rounds
   result = subprocess.run(
-    [sys.executable, '-m', 'run.fedpa_least_squares', f'--out={out}', *args],
+    [
+      sys.executable,
+      '-m',
+      'reproductions.alshedivat2021_fedpa.least_squares',
+      f'--out={out}',
+      *args,
+    ],
     cwd=ROOT,
     capture_output=True,
     text=True,

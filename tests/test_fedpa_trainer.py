@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+from reproductions.alshedivat2021_fedpa import published as published_fedpa
 from run import summarize
-from tasks import published_fedpa
 from tests.test_trainer import Trainer
 from tests.test_trainer import run_trainer
 from tff_adaptive.loop import targets
@@ -130,6 +130,7 @@ def test_unknown_target_metric_warns_once(tmp_path):
 
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+FEDPA = REPO / 'reproductions' / 'alshedivat2021_fedpa'
 PRESET_RUNS = [
   'fedpa_emnist_cr',
   'fedpa_cifar100',
@@ -146,15 +147,15 @@ def test_fedpa_presets_are_table3_and_parse_as_trainer_flags():
 
   names = published_fedpa.preset_names()
   assert len(names) == 8
-  readme = (REPO / 'presets' / 'README.md').read_text()
+  readme = (FEDPA / 'README.md').read_text()
   for name in names:
-    path = REPO / 'presets' / f'{name}.flags'
+    path = FEDPA / 'presets' / f'{name}.flags'
     assert path.read_text() == published_fedpa.preset(name), path
     assert f'`{name}.flags`' in readme
     args = flags.FLAGS.read_flags_from_files([f'--flagfile={path}'], force_gnu=False)
     values = dict(a[2:].split('=', 1) for a in args)
     assert all(name in flags.FLAGS for name in values), values
-  # Spot checks against Table 6 (published_setups.md).
+  # Spot checks against Table 6 of the paper.
   emnist = published_fedpa.preset_flags('fedpa_emnist_cr')
   assert (emnist['server_learning_rate'], emnist['client_learning_rate']) == (0.5, 0.01)
   assert (emnist['fedpa_burnin_rounds'], emnist['fedpa_shrinkage']) == (100, 0.1)
@@ -186,7 +187,7 @@ def preset_runs(tff_data_dir, tmp_path_factory):
     started = {}
     for name in [pending.pop(0) for _ in range(min(2, len(pending)))]:
       args = [
-        f'--flagfile={REPO / "presets" / f"{name}.flags"}',
+        f'--flagfile={FEDPA / "presets" / f"{name}.flags"}',
         f'--data_dir={tff_data_dir}',
         '--total_rounds=2',
         '--clients_per_round=2',
@@ -228,12 +229,12 @@ def test_preset_plumbing(preset_runs, name):
 
 
 def test_fmnist_comparison_driver(tmp_path):
-  """run.reproduce_fedpa_fmnist on 2 rounds (burn-in 1), one seed: both cells run, the table,
+  """reproductions.alshedivat2021_fedpa.reproduce_fmnist on 2 rounds (burn-in 1), one seed: both cells run, the table,
   the paired difference and the figure are written; a rerun resumes (nothing left to train)."""
   args = [
     sys.executable,
     '-m',
-    'run.reproduce_fedpa_fmnist',
+    'reproductions.alshedivat2021_fedpa.reproduce_fmnist',
     '--rounds=2',
     '--burnin_rounds=1',
     '--seeds=1',

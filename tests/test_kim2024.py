@@ -1,7 +1,7 @@
 """The Kim et al. 2024 reproduction commands, end to end on a few rounds.
 
-`run.reproduce_kim2024` trains its cells through the trainer and writes the tables and
-figures; `run.plot_delta_sgd_steps` traces one client's Delta-SGD step sizes. Both run here as
+`reproductions.kim2024_delta_sgd.reproduce` trains its cells through the trainer and writes the tables and
+figures; `reproductions.kim2024_delta_sgd.plot_step_sizes` traces one client's Delta-SGD step sizes. Both run here as
 a user runs them, as subprocesses, on fmnist (the Debian package).
 """
 
@@ -42,7 +42,7 @@ def test_reproduction_runs_its_cells_and_writes_the_tables(tmp_path):
     f'--out={out}',
     f'--runs_dir={runs}',
   ]
-  result = _run('run.reproduce_kim2024', *args)
+  result = _run('reproductions.kim2024_delta_sgd.reproduce', *args)
   assert result.returncode == 0, result.stdout + result.stderr
   with open(out / 'table1_fmnist.csv', newline='') as f:
     rows = {r['optimizer']: r for r in csv.DictReader(f)}
@@ -64,14 +64,16 @@ def test_reproduction_runs_its_cells_and_writes_the_tables(tmp_path):
   for png in ('accuracy_alpha0.1.png', 'fedadam_alpha0.1.png'):
     assert (out / png).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   # A rerun finds every cell finished and rebuilds the same table.
-  again = _run('run.reproduce_kim2024', *args)
+  again = _run('reproductions.kim2024_delta_sgd.reproduce', *args)
   assert again.returncode == 0, again.stdout + again.stderr
   with open(out / 'table1_fmnist.csv', newline='') as f:
     assert {r['optimizer']: r for r in csv.DictReader(f)} == rows
 
 
 def test_reproduction_rejects_an_unknown_row(tmp_path):
-  result = _run('run.reproduce_kim2024', '--rows=sgd,lamb', f'--out={tmp_path}', '--dry_run')
+  result = _run(
+    'reproductions.kim2024_delta_sgd.reproduce', '--rows=sgd,lamb', f'--out={tmp_path}', '--dry_run'
+  )
   assert result.returncode == 2
   assert 'lamb' in result.stderr and 'delta_sgd' in result.stderr
   assert 'Traceback' not in result.stderr
@@ -79,7 +81,7 @@ def test_reproduction_rejects_an_unknown_row(tmp_path):
 
 def test_step_size_plot_traces_both_gradient_options(tmp_path):
   png = tmp_path / 'steps.png'
-  result = _run('run.plot_delta_sgd_steps', '--epochs=2', f'--out={png}')
+  result = _run('reproductions.kim2024_delta_sgd.plot_step_sizes', '--epochs=2', f'--out={png}')
   assert result.returncode == 0, result.stdout + result.stderr
   assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   with open(tmp_path / 'steps.csv', newline='') as f:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks import metrics
+from tff_adaptive.tasks import metrics
 
 # 3 examples x 5 labels. Predictions at t = 0.5 (z > 0):
 #   yhat = [[1,0,0,1,0],[0,1,0,0,0],[1,0,0,0,0]]

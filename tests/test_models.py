@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks.layers import StatelessDropout
-from tasks.models import build_emnist_cr_cnn
-from tasks.models import build_fmnist_cnn
-from tasks.models import build_softmax_regression
+from tff_adaptive.tasks.layers import StatelessDropout
+from tff_adaptive.tasks.models import build_emnist_cr_cnn
+from tff_adaptive.tasks.models import build_fmnist_cnn
+from tff_adaptive.tasks.models import build_softmax_regression
 
 
 def test_fmnist_cnn_parameter_count_and_shapes():

@@ -12,7 +12,7 @@ Measured with seeds 0-9: median 22 unique fine labels, IQR [17-18, 26], 53-59% o
 import numpy as np
 import pytest
 
-from datasets import pachinko_allocation_partition
+from tff_adaptive.datasets import pachinko_allocation_partition
 
 NUM_FINE, FINE_PER_COARSE, PER_FINE = 100, 5, 500
 

@@ -1,4 +1,4 @@
-"""Tests of run/plot_fairness.py: the fairness numbers, the density estimate, and the CLI."""
+"""Tests of reproductions/ju2023_adafedadam/plot_fairness.py: the fairness numbers, the density estimate, and the CLI."""
 
 import math
 import os
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from run import plot_fairness
+from reproductions.ju2023_adafedadam import plot_fairness
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
 _PNG_MAGIC = b'\x89PNG\r\n\x1a\n'
@@ -201,7 +201,7 @@ def test_parse_group():
 
 def _cli(*args):
   return subprocess.run(
-    [sys.executable, '-m', 'run.plot_fairness', *map(str, args)],
+    [sys.executable, '-m', 'reproductions.ju2023_adafedadam.plot_fairness', *map(str, args)],
     cwd=_REPO,
     capture_output=True,
     text=True,

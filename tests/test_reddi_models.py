@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks import layers as task_layers
-from tasks import reddi_models
 from tff_adaptive.core import seeds
+from tff_adaptive.tasks import layers as task_layers
+from tff_adaptive.tasks import reddi_models
 
 
 def _weighted_counts(model):

@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-import tasks
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import registry
+from tff_adaptive import tasks
 from tff_adaptive.optimizers import client as client_optimizers
 from tff_adaptive.optimizers import schedules
 from tff_adaptive.optimizers import server as server_optimizers

@@ -18,7 +18,7 @@
 * Every algorithm's learning process (FedOpt/FedAdam, SCAFFOLD, FedProx, FedNova, q-FedAvg,
   AdaFedAdam, FedPA) compiles to TFF's mergeable form and gives the one-worker metrics on two
   workers (synthetic, through the training loop in this process).
-* The library: `remote_execution.local_workers_execution` in a user's own TFF code.
+* The library: `runtime.local_workers_execution` in a user's own TFF code.
 
 No worker_binary is left behind (each test checks its own; tools/test.sh checks the suite).
 """
@@ -40,7 +40,8 @@ import pytest
 
 from tests import test_engine_parity as engine_parity  # its runs: the same through the loop
 from tests.metrics_close import assert_rows_close
-from tff_adaptive import remote_execution
+from tff_adaptive import runtime
+from tff_adaptive.runtime import remote
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
@@ -346,9 +347,11 @@ def synthetic():
 def test_every_algorithm_runs_on_two_workers(synthetic, algorithm, server, tmp_path):
   # The suite's session context (conftest) is one local worker.
   local, _ = engine_parity._train(synthetic, algorithm, server, 'tff', tmp_path / 'local')  # pylint: disable=protected-access
-  with remote_execution.local_workers_execution(2) as execution:
+  with runtime.local_workers_execution(2) as execution:
     spread, _ = engine_parity._train(synthetic, algorithm, server, 'tff', tmp_path / 'two')  # pylint: disable=protected-access
-  assert execution.calls_made >= 2 * engine_parity.ROUNDS  # the rounds ran on the workers
+  assert (
+    execution.calls_made >= 2 * engine_parity.ROUNDS['synthetic']
+  )  # the rounds ran on the workers
   assert local[-1]['eval_loss'] != local[0]['eval_loss']
   assert_rows_close(local, spread, rtol=RTOL)
 
@@ -358,7 +361,7 @@ def test_three_workers_merge_in_worker_order(synthetic, tmp_path):
   # differ in the last bits. Ours merges in worker order: two runs are bit-identical.
   runs = []
   for name in ('a', 'b'):
-    with remote_execution.local_workers_execution(3):
+    with runtime.local_workers_execution(3):
       runs.append(engine_parity._train(synthetic, 'fedopt', 'adam', 'tff', tmp_path / name)[0])  # pylint: disable=protected-access
   assert _without_timing(runs[0]) == _without_timing(runs[1])
 
@@ -385,9 +388,9 @@ def test_fedpa_runs_on_two_workers(synthetic, tmp_path):
     return engine_parity._train_algorithm(synthetic, algorithm, 'tff', tmp_path / name)[0]  # pylint: disable=protected-access
 
   local = run('local')
-  with remote_execution.local_workers_execution(2) as execution:
+  with runtime.local_workers_execution(2) as execution:
     spread = run('two')
-  assert execution.calls_made >= 2 * engine_parity.ROUNDS
+  assert execution.calls_made >= 2 * engine_parity.ROUNDS['synthetic']
   assert float(spread[-1]['client_delta_correction_mean']) > 0  # FedPA's rounds ran
   assert_rows_close(local, spread, rtol=RTOL)
 
@@ -412,7 +415,7 @@ def test_library_use_in_a_users_tff_code():
 
   values = [float(v) for v in np.arange(1, 8)]
   before = tff.framework.get_context_stack().current
-  with remote_execution.local_workers_execution(2) as execution:
+  with runtime.local_workers_execution(2) as execution:
     assert len(execution.addresses) == 2
     pids = [p.pid for p in execution._owned]  # pylint: disable=protected-access
     result = scaled_sum_of_squares(2.0, values)
@@ -451,7 +454,7 @@ def test_partial_aggregates_merge_in_worker_order_not_completion_order():
       return ('after', arg[1])
 
   result = asyncio.run(
-    remote_execution._run_in_worker_order(form, ['p0', 'p1', 'p2'], [Worker(i) for i in range(3)])  # pylint: disable=protected-access
+    remote._run_in_worker_order(form, ['p0', 'p1', 'p2'], [Worker(i) for i in range(3)])  # pylint: disable=protected-access
   )
   assert finished == [2, 1, 0]
   assert merges == [('w0', 'w1'), ('(w0+w1)', 'w2')]
@@ -460,7 +463,7 @@ def test_partial_aggregates_merge_in_worker_order_not_completion_order():
 
 _NO_USERNS = (
   'import sys\n'
-  'from tff_adaptive import worker_server as w\n'
+  'from tff_adaptive.runtime import worker_server as w\n'
   'def unavailable():\n'
   "  raise w.ConfinementUnavailableError('cannot confine the worker (EPERM); details')\n"
   'w._isolate_network = unavailable\n'

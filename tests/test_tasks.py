@@ -13,19 +13,20 @@ import numpy as np
 import pytest
 import tensorflow_federated as tff
 
-import datasets
-import tasks
-from tasks import emnist
-from tasks import published
-from tasks import shakespeare
-from tasks import stackoverflow
+from reproductions.reddi2021_fedopt import published as reddi_published
 from tests import fixtures
 from tests import test_cifar10
 from tff_adaptive import algorithms
+from tff_adaptive import datasets
 from tff_adaptive import engines
 from tff_adaptive import optimizers
+from tff_adaptive import tasks
 from tff_adaptive.core import seeds
 from tff_adaptive.loop import evaluation
+from tff_adaptive.tasks import emnist
+from tff_adaptive.tasks import published
+from tff_adaptive.tasks import shakespeare
+from tff_adaptive.tasks import stackoverflow
 
 REDDI_TASKS = ('emnist_cr', 'emnist_ae', 'shakespeare', 'so_nwp', 'so_lr', 'cifar10', 'cifar100')
 PARAMS = {
@@ -192,7 +193,10 @@ def test_registry_defaults_are_the_published_settings():
   assert tasks.TASKS['so_lr'].defaults.server_learning_rate['adagrad'] == pytest.approx(10.0)
 
 
-PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'presets')
+REDDI = os.path.join(
+  os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'reproductions', 'reddi2021_fedopt'
+)
+PRESETS = os.path.join(REDDI, 'presets')
 
 
 def test_presets_are_the_published_tables_and_parse_as_trainer_flags():
@@ -200,18 +204,16 @@ def test_presets_are_the_published_tables_and_parse_as_trainer_flags():
 
   from run import flags as trainer_flags  # noqa: F401  (defines the flags)
 
-  pairs = published.preset_pairs()
+  pairs = reddi_published.preset_pairs()
   # 6 tasks with published learning rates x 5 optimizers (cifar10 has none).
   assert len(pairs) == 30 and not any(t == 'cifar10' for t, _ in pairs)
-  files = sorted(
-    f for f in os.listdir(PRESETS) if f.endswith('.flags') and not f.startswith('fed')
-  )  # fedpa_* and fedavg_me_*: tests/test_fedpa_trainer.py
+  files = sorted(f for f in os.listdir(PRESETS) if f.endswith('.flags'))
   assert files == sorted(f'{t}_{o}.flags' for t, o in pairs)
-  readme = open(os.path.join(PRESETS, 'README.md')).read()
+  readme = open(os.path.join(REDDI, 'README.md')).read()
   for task, optimizer in pairs:
     path = os.path.join(PRESETS, f'{task}_{optimizer}.flags')
     with open(path) as f:
-      assert f.read() == published.preset(task, optimizer), path
+      assert f.read() == reddi_published.preset(task, optimizer), path
     assert f'`{task}_{optimizer}.flags`' in readme
     # absl expands the file (comments dropped) into flags the trainer defines; reading a flag
     # file does not change any flag value.

@@ -25,10 +25,10 @@ from tensorflow.core.example import example_pb2
 import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.datasets import sql_client_data_utils
 
-import datasets
-from datasets import fetch as fetch_lib
-from datasets import tff_sqlite
 from tests import fixtures
+from tff_adaptive import datasets
+from tff_adaptive.datasets import fetch as fetch_lib
+from tff_adaptive.datasets import tff_sqlite
 
 DATASETS = ('emnist', 'shakespeare', 'stackoverflow', 'cifar100')
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -262,7 +262,9 @@ def test_missing_file_names_path_and_fetch_command(tmp_path):
   msg = str(e.value)
   assert '\n' not in msg
   assert f'{missing}/stackoverflow.sqlite not found' in msg
-  assert (f'python -m datasets.fetch --data_dir={missing} --dataset=stackoverflow') in msg
+  assert (
+    f'python -m tff_adaptive.datasets.fetch --data_dir={missing} --dataset=stackoverflow'
+  ) in msg
   assert not missing.exists()  # TFF's loader would have created it and started a download
 
 
@@ -396,7 +398,7 @@ def test_counts_errors(data_dir, tmp_path):
     datasets.load_tag_counts(str(tmp_path))
   assert str(e.value) == (
     f"{tmp_path}/stackoverflow.tag_count.tar.bz2 not found (TFF's StackOverflow counts "
-    f'archive); fetch it on a connected machine with: python -m datasets.fetch '
+    f'archive); fetch it on a connected machine with: python -m tff_adaptive.datasets.fetch '
     f'--data_dir={tmp_path} --dataset=stackoverflow_counts'
   )
   with pytest.raises(ValueError, match='vocab_size must be None or a positive int, got 0'):
@@ -580,7 +582,7 @@ def test_fetch_cli(data_dir, tmp_path, capsys):
   )
   assert os.path.isfile(os.path.join(out, 'emnist_all.sqlite'))
   proc = subprocess.run(
-    [sys.executable, '-m', 'datasets.fetch', f'--data_dir={out}', '--dataset=mnist'],
+    [sys.executable, '-m', 'tff_adaptive.datasets.fetch', f'--data_dir={out}', '--dataset=mnist'],
     cwd=ROOT,
     capture_output=True,
     text=True,

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One setup step for every README command: Debian packages (Bazel and its offline rule
 # repositories, Fashion-MNIST) and a virtual environment in .venv with the pinned Python
-# packages. Idempotent; when everything is already in place it returns in about a second.
+# packages and this library installed in it as editable (`pip install -e .`: `tff_adaptive` is
+# importable from any directory with .venv/bin/python). Idempotent; when everything is already in
+# place it returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
 STAMP="$VENV/.setup-stamp"
-want="$(cat requirements.txt requirements-nodeps.txt tools/setup.sh | sha256sum | cut -d' ' -f1)"
+want="$(cat requirements.txt requirements-nodeps.txt pyproject.toml tools/setup.sh | sha256sum | cut -d' ' -f1)"
 
 apt_pkgs=(bazel-bootstrap bazel-rules-java dataset-fashion-mnist)
 missing=()
@@ -30,5 +32,8 @@ command -v "$PY" >/dev/null || PY=python3
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1
 "$VENV/bin/python" -m pip install -q -r requirements.txt 2>&1 | grep -v "is ignored" || true
 "$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt 2>&1 | grep -v "is ignored" || true
+# The library itself, editable; its dependencies are all in place by now (pyproject.toml).
+log="$VENV/.install-library.log"
+"$VENV/bin/python" -m pip install -q --no-deps -e . >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 "$VENV/bin/python" -c "import importlib.metadata as m; print('setup: tensorflow', m.version('tensorflow'), 'tensorflow-federated', m.version('tensorflow-federated'))" >&2
 echo "$want" > "$STAMP"

@@ -16,28 +16,20 @@ import dataclasses
 import tensorflow_federated as tff
 
 from tff_adaptive import registry
-from tff_adaptive.algorithms.adafedadam import AdaFedAdam
 from tff_adaptive.algorithms.adafedadam import AdaFedAdamHParams
 from tff_adaptive.algorithms.adafedadam import build_adafedadam
 from tff_adaptive.algorithms.base import CLIENT_WEIGHTINGS
 from tff_adaptive.algorithms.base import Algorithm
 from tff_adaptive.algorithms.base import ClientOutput
 from tff_adaptive.algorithms.base import ClientTrainingConfig
-from tff_adaptive.algorithms.fednova import FedNova
 from tff_adaptive.algorithms.fednova import build_fednova
-from tff_adaptive.algorithms.fedopt import FedOpt
 from tff_adaptive.algorithms.fedopt import build_fedopt
-from tff_adaptive.algorithms.fedpa import FedPA
 from tff_adaptive.algorithms.fedpa import FedPAHParams
 from tff_adaptive.algorithms.fedpa import build_fedpa
-from tff_adaptive.algorithms.fedpa import build_fedpa_client_work
-from tff_adaptive.algorithms.fedprox import FedProx
 from tff_adaptive.algorithms.fedprox import FedProxHParams
 from tff_adaptive.algorithms.fedprox import build_fedprox
-from tff_adaptive.algorithms.qfedavg import QFedAvg
 from tff_adaptive.algorithms.qfedavg import QFedAvgHParams
 from tff_adaptive.algorithms.qfedavg import build_qfedavg
-from tff_adaptive.algorithms.scaffold import Scaffold
 from tff_adaptive.algorithms.scaffold import build_scaffold
 from tff_adaptive.optimizers import schedules
 
@@ -105,12 +97,8 @@ def build_algorithm(name: str, inputs: AlgorithmInputs) -> Algorithm:
 
 __all__ = [
   'ALGORITHMS',
-  'AdaFedAdam',
   'AdaFedAdamHParams',
-  'FedNova',
-  'FedProx',
   'FedProxHParams',
-  'QFedAvg',
   'QFedAvgHParams',
   'build_adafedadam',
   'build_fednova',
@@ -121,13 +109,9 @@ __all__ = [
   'AlgorithmInputs',
   'ClientOutput',
   'ClientTrainingConfig',
-  'FedOpt',
-  'FedPA',
   'FedPAHParams',
-  'Scaffold',
   'build_algorithm',
   'build_fedopt',
   'build_fedpa',
-  'build_fedpa_client_work',
   'build_scaffold',
 ]

@@ -116,7 +116,7 @@ def loss_ratio(loss_t: tf.Tensor, loss_0: tf.Tensor) -> tf.Tensor:
   return loss_t / loss_0
 
 
-class AdaFedAdam(base.Algorithm):
+class _AdaFedAdam(base.Algorithm):
   """AdaFedAdam (Ju et al., Algorithms 1-2); see the module docstring."""
 
   name = 'adafedadam'
@@ -234,8 +234,8 @@ def build_adafedadam(
   server_optimizer: tff.learning.optimizers.Optimizer | None = None,
   adafedadam: AdaFedAdamHParams = AdaFedAdamHParams(),
   **kwargs: Any,
-) -> AdaFedAdam:
+) -> base.Algorithm:
   """AdaFedAdam; server_optimizer defaults to `optimizers.build_adaadam()` (eta 1e-3)."""
   if server_optimizer is None:
     server_optimizer = adaadam.build_adaadam()
-  return AdaFedAdam(model_fn, client, server_optimizer, adafedadam=adafedadam, **kwargs)
+  return _AdaFedAdam(model_fn, client, server_optimizer, adafedadam=adafedadam, **kwargs)

@@ -37,7 +37,7 @@ def local_steps_norm(tau: tf.Tensor, momentum: float) -> tf.Tensor:
   return (tau - rho * (1.0 - tf.pow(rho, tau)) / (1.0 - rho)) / (1.0 - rho)
 
 
-class FedNova(base.Algorithm):
+class _FedNova(base.Algorithm):
   """FedNova (Wang et al. 2020) with the aggregation `aggregators.normalized_mean()`::
 
     client i: tau_i = K local steps;  a_i = ||a_i||_1;  d_i = (x_t - x_i) / a_i
@@ -84,6 +84,6 @@ def build_fednova(
   client: base.ClientTrainingConfig,
   server_optimizer: tff.learning.optimizers.Optimizer,
   **kwargs: Any,
-) -> FedNova:
+) -> base.Algorithm:
   """FedNova; arguments as `build_fedopt` (server SGD with eta = 1 is the paper's)."""
-  return FedNova(model_fn, client, server_optimizer, **kwargs)
+  return _FedNova(model_fn, client, server_optimizer, **kwargs)

@@ -13,7 +13,7 @@ from tff_adaptive.algorithms import base
 from tff_adaptive.core import local_loop
 
 
-class FedOpt(base.Algorithm):
+class _FedOpt(base.Algorithm):
   """FedOpt, Reddi et al. 2021 Algorithm 5. Round t, sampled clients S, n_i examples on i::
 
     x_i = ClientOpt^K(x_t; D_i, eta_l(t), B, E)       # K = E ceil(n_i / B) local steps
@@ -51,7 +51,7 @@ def build_fedopt(
   client: base.ClientTrainingConfig,
   server_optimizer: tff.learning.optimizers.Optimizer,
   **kwargs: Any,
-) -> FedOpt:
+) -> base.Algorithm:
   """FedOpt with the given server optimizer (e.g. `optimizers.build_fedadam(10**-2.5)`).
 
   Args:
@@ -64,4 +64,4 @@ def build_fedopt(
     The algorithm; `tff_adaptive.engines.build_learning_process(alg)` makes it a TFF
     LearningProcess, `engines.InProcessEngine(alg)` runs it in this process.
   """
-  return FedOpt(model_fn, client, server_optimizer, **kwargs)
+  return _FedOpt(model_fn, client, server_optimizer, **kwargs)

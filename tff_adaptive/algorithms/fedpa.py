@@ -94,7 +94,7 @@ class _Samples:
     return fedpa_math.posterior_delta_exact(x0, acc[1], self.rho)
 
 
-class FedPA(base.Algorithm):
+class _FedPA(base.Algorithm):
   """FedPA (Al-Shedivat et al. 2021, Algorithms 1, 3, 4). Round t, client i, K local steps::
 
     x <- ClientOpt(x, grad f_i(x; batch))      E epochs from x_t (IASG, Algorithm 4)
@@ -227,7 +227,7 @@ def build_fedpa(
   server_optimizer: tff.learning.optimizers.Optimizer,
   fedpa: FedPAHParams = FedPAHParams(),
   **kwargs: Any,
-) -> FedPA:
+) -> base.Algorithm:
   """FedPA with the given server optimizer (the paper: SGDM 0.9 for EMNIST and CIFAR-100).
 
   Args:
@@ -237,24 +237,4 @@ def build_fedpa(
     fedpa: FedPA's hyperparameters.
     **kwargs: `server_lr_schedule`, `server_learning_rate`, `aggregation` (`base.Algorithm`).
   """
-  return FedPA(model_fn, client, server_optimizer, fedpa=fedpa, **kwargs)
-
-
-def build_fedpa_client_work(
-  model_fn: base.ModelFn,
-  client: base.ClientTrainingConfig,
-  fedpa: FedPAHParams = FedPAHParams(),
-) -> tff.learning.templates.ClientWorkProcess:
-  """FedPA's clients as a `tff.learning.templates.ClientWorkProcess`, for any TFF pipeline.
-
-  Its state is the round number (the server burn-in switches on it); its `next` takes the
-  broadcast model weights at the clients and one dataset per client holding ONE element, an
-  OrderedDict of all the client's examples plus its seed (`core.seeds.SEED_KEY`, int64[2]).
-  Compose it with your own distributor, aggregator and finalizer through
-  `tff.learning.templates.compose_learning_process`.
-  """
-  from tff_adaptive.engines import tff_engine  # pylint: disable=g-import-not-at-top
-
-  # The server optimizer is the finalizer's business; the client work never reads it.
-  algorithm = FedPA(model_fn, client, tff.learning.optimizers.build_sgdm(1.0), fedpa=fedpa)
-  return tff_engine.build_client_work(algorithm)
+  return _FedPA(model_fn, client, server_optimizer, fedpa=fedpa, **kwargs)

@@ -39,7 +39,7 @@ class FedProxHParams:
     validation.check_nonnegative('FedProx mu', self.mu)
 
 
-class FedProx(fedopt.FedOpt):
+class _FedProx(fedopt._FedOpt):  # pylint: disable=protected-access
   """FedProx (Li et al. 2020, Algorithm 2). Round t, sampled clients S::
 
     x_i = ClientOpt^K(x_t) on f_i(x) + mu/2 ||x - x_t||^2   # gradient g + mu (x - x_t)
@@ -70,6 +70,6 @@ def build_fedprox(
   server_optimizer: tff.learning.optimizers.Optimizer,
   fedprox: FedProxHParams = FedProxHParams(),
   **kwargs: Any,
-) -> FedProx:
+) -> base.Algorithm:
   """FedProx with proximal strength `fedprox.mu`; other arguments as `build_fedopt`."""
-  return FedProx(model_fn, client, server_optimizer, fedprox=fedprox, **kwargs)
+  return _FedProx(model_fn, client, server_optimizer, fedprox=fedprox, **kwargs)

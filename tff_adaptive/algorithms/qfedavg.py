@@ -49,7 +49,7 @@ def qffl_weight(loss: tf.Tensor, delta_norm_sq: tf.Tensor, lipschitz: tf.Tensor,
   return h
 
 
-class QFedAvg(base.Algorithm):
+class _QFedAvg(base.Algorithm):
   """q-FedAvg (Li et al. 2020, Algorithm 2); see the module docstring.
 
   The client optimizer must read eta_l (L = 1 / eta_l(t)): sgd, sgdm, adam, adagrad.
@@ -97,6 +97,6 @@ def build_qfedavg(
   server_optimizer: tff.learning.optimizers.Optimizer,
   qfedavg: QFedAvgHParams = QFedAvgHParams(),
   **kwargs: Any,
-) -> QFedAvg:
+) -> base.Algorithm:
   """q-FedAvg with fairness `qfedavg.q`; other arguments as `build_fedopt`."""
-  return QFedAvg(model_fn, client, server_optimizer, qfedavg=qfedavg, **kwargs)
+  return _QFedAvg(model_fn, client, server_optimizer, qfedavg=qfedavg, **kwargs)

@@ -174,7 +174,7 @@ def run_local_steps(
   num_steps = steps_per_epoch * epochs
   apply = lambda batch, step_seed, state: local_step.apply(model, batch, step_seed, state)
   if getattr(_options, 'xla', False):
-    apply = tf.function(apply, jit_compile=True)
+    apply = tf.function(apply, jit_compile=True, autograph=False)
 
   def step(epoch, b, state):
     idx = perms[epoch, b * batch_size : tf.minimum((b + 1) * batch_size, n)]

@@ -178,7 +178,7 @@ class InProcessEngine(base.Engine):
     client_state = ()
     if alg.stateful_clients:
       client_state = tuple(tf.TensorSpec(s.shape, s.dtype) for s in self._specs)
-    concrete = tf.function(probe).get_concrete_function(
+    concrete = tf.function(probe, autograph=False).get_concrete_function(
       tf.nest.map_structure(as_spec, x_t),
       collections.OrderedDict(
         (k, tf.TensorSpec([None] + v.shape[1:].as_list(), v.dtype)) for k, v in features.items()
@@ -276,7 +276,7 @@ class InProcessEngine(base.Engine):
           return self._round(*args)
       return self._round(*args)
 
-    return tf.function(round_fn, input_signature=signature)
+    return tf.function(round_fn, input_signature=signature, autograph=False)
 
   def next(self, state, clients: Sequence[base.RoundClient]) -> base.RoundResult:
     if not clients:

@@ -165,7 +165,7 @@ def build_client_work(
   def client_update(received, initial_weights, data):
     model = algorithm.model_fn()
 
-    @tf.function
+    @tf.function(autograph=False)
     def train():
       features, seed = _split(data.get_single_element())
       out = algorithm.client_update(
@@ -276,7 +276,7 @@ def _handwritten_process(
   def client_update(initial_weights, received, data):
     model = algorithm.model_fn()
 
-    @tf.function
+    @tf.function(autograph=False)
     def train():
       element = data.get_single_element()
       features, seed = _split(element)

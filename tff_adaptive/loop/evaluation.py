@@ -66,7 +66,7 @@ class Evaluator:
     self._loss.reduction = tf.keras.losses.Reduction.NONE
     self._metrics = metrics_fn()
     self._batch_size = batch_size
-    self._batch_step = tf.function(self._batch_step_impl, reduce_retracing=True)
+    self._batch_step = tf.function(self._batch_step_impl, reduce_retracing=True, autograph=False)
 
   def _batch_step_impl(self, x, y):
     predictions = self._model(x, training=False)

@@ -35,7 +35,7 @@ from typing import TextIO
 import numpy as np
 import tensorflow_federated as tff
 
-from tff_adaptive import remote_execution
+from tff_adaptive import runtime
 from tff_adaptive.core import seeds
 from tff_adaptive.engines import base as engine_base
 from tff_adaptive.loop import client_states
@@ -297,7 +297,7 @@ def run_training(
       written before that round stays as it was (that round's row is not written).
       `ClientLossError` (a DivergenceError) names the client when one is to blame.
     ResumeError: no checkpoint loads, or metrics.csv does not hold the checkpointed rounds.
-    WorkerLostError: a remote worker (`remote_execution`) died during a round, named with the
+    WorkerLostError: a remote worker (`runtime.remote_execution`) died during a round, named with the
       round; the round's row is not written.
   """
   output_dir = config.output_dir
@@ -374,7 +374,7 @@ def run_training(
             f'are intact in {output_dir}'
           )
       new_weights = engine.model_weights(result.state)
-    except remote_execution.WorkerLostError as e:
+    except runtime.WorkerLostError as e:
       raise WorkerLostError(
         f'round {round_num}: {e}; checkpoints and metrics up to round {round_num - 1} are '
         f'intact in {output_dir}; rerun the same command once it is back (or with other '

@@ -10,7 +10,6 @@
 * `fedopt_math`: the server rules as pure TF functions.
 """
 
-from tff_adaptive.optimizers.adaadam import AdaAdam
 from tff_adaptive.optimizers.adaadam import build_adaadam
 from tff_adaptive.optimizers.client import CLIENT_OPTIMIZERS
 from tff_adaptive.optimizers.client import ClientOptimizerConfig
@@ -40,7 +39,6 @@ from tff_adaptive.optimizers.sps import sps_step
 
 __all__ = [
   'ALGORITHM2',
-  'AdaAdam',
   'build_adaadam',
   'CLIENT_OPTIMIZERS',
   'ClientOptimizerConfig',

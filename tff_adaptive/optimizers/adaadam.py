@@ -62,7 +62,7 @@ def adaadam_step(x, m_hat, v_hat, eta_t, epsilon):
   return x - eta_t * m_hat / (tf.sqrt(v_hat) + epsilon)
 
 
-class AdaAdam(tff.learning.optimizers.Optimizer):
+class _AdaAdam(tff.learning.optimizers.Optimizer):
   """AdaAdam as a `tff.learning.optimizers.Optimizer` (see the module docstring)."""
 
   def __init__(
@@ -152,9 +152,9 @@ def build_adaadam(
   beta_2: float = 0.999,
   epsilon: float = 1e-8,
   certainty_lr_from_step: int = 0,
-) -> AdaAdam:
+) -> tff.learning.optimizers.Optimizer:
   """AdaAdam with the paper's defaults (those of Adam: eta 1e-3, beta 0.9 / 0.999, eps 1e-8)."""
-  return AdaAdam(learning_rate, beta_1, beta_2, epsilon, certainty_lr_from_step)
+  return _AdaAdam(learning_rate, beta_1, beta_2, epsilon, certainty_lr_from_step)
 
 
 def with_certainty(optimizer, state, certainty: tf.Tensor):

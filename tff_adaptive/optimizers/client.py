@@ -117,7 +117,7 @@ def _adagrad(config: ClientOptimizerConfig) -> tff.learning.optimizers.Optimizer
 def _delta_sgd(config: ClientOptimizerConfig) -> ClientRule:
   hparams = config.delta_sgd
   step = lambda lr, transform: delta_sgd_lib.delta_sgd_step(hparams, transform)
-  optimizer = delta_sgd_lib.DeltaSGD(hparams) if hparams.gradient == 'paper' else None
+  optimizer = delta_sgd_lib.build_delta_sgd(hparams) if hparams.gradient == 'paper' else None
   return ClientRule(step, delta_sgd_lib.statistics, optimizer)
 
 

@@ -1,6 +1,6 @@
 """Delta-SGD: locality-adaptive client step sizes (Kim et al. 2024, Algorithm 1).
 
-Kim, Kim, Mishchenko, Kyrillidis. "Adaptive Federated Learning with Auto-Tuned Clients."
+Kim, Toghani, Uribe, Kyrillidis. "Adaptive Federated Learning with Auto-Tuned Clients."
 ICLR 2024, Algorithm 1, with the delta of Sec. 4 (after Malitsky & Mishchenko 2020). Client i
 in round t starts afresh from x_0 = x_t, eta_0, theta_0 and, for local steps k = 1, ..., K::
 
@@ -153,7 +153,7 @@ def first_step_size(hparams: DeltaSGDHParams) -> tuple[float, float]:
   return hparams.eta_0, hparams.theta_0
 
 
-class DeltaSGD(tff.learning.optimizers.Optimizer):
+class _DeltaSGD(tff.learning.optimizers.Optimizer):
   """Delta-SGD as a `tff.learning.optimizers.Optimizer` (see the module docstring).
 
   `next(state, x, g)` is one local step from x = x_{k-1} with g = g(x_{k-1}): it picks the
@@ -217,7 +217,9 @@ class DeltaSGD(tff.learning.optimizers.Optimizer):
     return new_state, tf.nest.pack_sequence_as(weights, new_weights)
 
 
-def build_delta_sgd(hparams: DeltaSGDHParams = DeltaSGDHParams()) -> DeltaSGD:
+def build_delta_sgd(
+  hparams: DeltaSGDHParams = DeltaSGDHParams(),
+) -> tff.learning.optimizers.Optimizer:
   """Delta-SGD as a TFF client optimizer (gradient='paper'; 'same_batch' needs `delta_sgd_step`).
 
   Raises:
@@ -228,7 +230,7 @@ def build_delta_sgd(hparams: DeltaSGDHParams = DeltaSGDHParams()) -> DeltaSGD:
       "delta_sgd gradient='same_batch' evaluates a second gradient per step; use "
       'delta_sgd_step (a local-step hook), not a gradient-only optimizer'
     )
-  return DeltaSGD(hparams)
+  return _DeltaSGD(hparams)
 
 
 def delta_sgd_step(
@@ -239,7 +241,7 @@ def delta_sgd_step(
   With a `gradient_transform` (SCAFFOLD's correction, FedProx's proximal term) both gradients
   of a step are transformed alike.
   """
-  optimizer = DeltaSGD(hparams)
+  optimizer = _DeltaSGD(hparams)
   if hparams.gradient == 'paper':
     return local_loop.optimizer_step(optimizer, 0.0, gradient_transform)
 

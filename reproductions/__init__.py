@@ -1,0 +1,1 @@
+"""Paper reproductions: one folder per paper (drivers, published numbers, presets, results)."""

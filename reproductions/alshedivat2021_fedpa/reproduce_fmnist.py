@@ -1,0 +1,324 @@
+"""FedAvg vs FedPA on Fashion-MNIST Dir(0.1): the offline stand-in for Al-Shedivat et al. 2021.
+
+The paper's Table 3 tasks (EMNIST-62, CIFAR-100, StackOverflow) need data this machine cannot
+download (their presets are reproductions/alshedivat2021_fedpa/presets/*.flags). This runs the same comparison, FedAvg-ME vs
+FedPA-ME with identical local work, on task `fmnist` (100 clients x 500 examples, Dirichlet(0.1)
+labels, the CNN of Kim et al. 2024), with the paper's EMNIST settings of Table 6: server SGDM
+(0.9) lr 0.5, client SGDM (0.9) lr 0.01, E = 5 local epochs (FedPA: one burn-in epoch, then one
+IASG sample per epoch, l = 4), 10 clients per round, shrinkage rho = 0.1, and a server burn-in
+of --burnin_rounds FedAvg rounds. Both algorithms run the same seeds; before the burn-in ends
+they are the same computation (bit for bit, tests/test_fedpa.py), after it FedPA's clients send
+Sigma_hat^-1 (x_t - mu_hat).
+
+  .venv/bin/python -m reproductions.alshedivat2021_fedpa.reproduce_fmnist --rounds=300 --seeds=1,2,3 --parallel=2
+
+Every cell is one `run.federated_trainer` process (`reproductions.cell_runner`: resumable, a progress line
+with ETA every 30 s, TF pinned to one thread per trainer). Afterwards it writes into --out:
+fedpa_fmnist.{csv,md} (per seed and mean +- std over seeds: final accuracy, the mean of the
+last 5 evaluations, the worst-30% client accuracy, rounds to --targets; the paired FedPA - FedAvg
+difference; the paper's Table 3 differences for reference) and fedpa_fmnist.png.
+"""
+
+import csv
+import dataclasses
+import datetime
+import os
+import shlex
+import statistics
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from reproductions import cell_runner
+from tff_adaptive.loop import targets
+
+flags.DEFINE_integer('rounds', 300, 'Rounds per cell.')
+flags.DEFINE_list('seeds', ['1', '2', '3'], 'Seeds (one FedAvg and one FedPA cell each).')
+flags.DEFINE_integer('burnin_rounds', 100, 'FedPA server burn-in rounds (FedAvg deltas).')
+flags.DEFINE_float('shrinkage', 0.1, 'FedPA shrinkage rho (the paper form; EMNIST: 0.1).')
+flags.DEFINE_integer('parallel', 2, 'Trainers at once (each on one TF thread).')
+flags.DEFINE_integer('rounds_per_eval', 5, 'Evaluate every this many rounds.')
+flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many rounds.')
+flags.DEFINE_list('targets', ['0.75', '0.8'], 'Accuracy thresholds for rounds-to-target.')
+flags.DEFINE_string('runs_dir', 'runs/fedpa_fmnist', 'Where the cells run.')
+flags.DEFINE_string(
+  'out',
+  'runs/fedpa_fmnist/report',
+  'Where the table and figure go (the committed ones: '
+  'reproductions/alshedivat2021_fedpa/results/fmnist).',
+)
+flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
+flags.DEFINE_bool('dry_run', False, 'Print the trainer commands and exit.')
+FLAGS = flags.FLAGS
+
+ALGORITHMS = ('fedavg', 'fedpa')
+# Table 3, FedPA-ME minus FedAvg-ME (accuracy points), for reference.
+PAPER_DIFFERENCES = (
+  'EMNIST-62 +0.7 (500 rounds) / +1.4 (1500); CIFAR-100 +4.1 (1000) / +4.2 (1500); '
+  'StackOverflow NWP +0.4; StackOverflow LR macro-F1 +1.7'
+)
+
+
+UsageError = cell_runner.UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  name: str
+  algorithm: str
+  seed: int
+
+
+def build_cells() -> list[Cell]:
+  seeds = []
+  for text in FLAGS.seeds:
+    if not text.isdigit():
+      raise UsageError(f'--seeds: {text!r} is not a non-negative integer')
+    seeds.append(int(text))
+  if not seeds:
+    raise UsageError('--seeds: give at least one seed')
+  return [Cell(f'{a}_seed{s}', a, s) for s in dict.fromkeys(seeds) for a in ALGORITHMS]
+
+
+def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
+  args = [
+    '--task=fmnist',
+    '--dirichlet_alpha=0.1',
+    '--engine=inprocess',
+    '--server_optimizer=sgdm',
+    '--server_learning_rate=0.5',
+    '--server_momentum=0.9',
+    '--client_optimizer=sgdm',
+    '--client_learning_rate=0.01',
+    '--client_momentum=0.9',
+    '--client_epochs_per_round=5',
+    '--clients_per_round=10',
+    f'--total_rounds={FLAGS.rounds}',
+    f'--rounds_per_eval={FLAGS.rounds_per_eval}',
+    f'--rounds_per_checkpoint={FLAGS.rounds_per_checkpoint}',
+    f'--seed={cell.seed}',
+    f'--root_output_dir={runs_dir}',
+    f'--experiment_name={cell.name}',
+  ]
+  if cell.algorithm == 'fedpa':
+    args += [
+      '--algorithm=fedpa',
+      f'--fedpa_burnin_rounds={FLAGS.burnin_rounds}',
+      '--fedpa_burnin_epochs=1',
+      f'--fedpa_shrinkage={FLAGS.shrinkage}',
+    ]
+  else:
+    args.append('--algorithm=fedopt')
+  return [sys.executable, '-m', 'run.federated_trainer', *args]
+
+
+@dataclasses.dataclass
+class CellResult:
+  rounds: int = 0
+  curve: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+  worst30: float | None = None
+  corrections: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+
+  @property
+  def final(self) -> float | None:
+    return 100 * self.curve[-1][1] if self.curve else None
+
+  @property
+  def last5(self) -> float | None:
+    return 100 * statistics.mean(a for _, a in self.curve[-5:]) if self.curve else None
+
+  def rounds_to(self, threshold: float) -> int | None:
+    return targets.rounds_to_target(self.curve, threshold)
+
+
+def cell_result(runs_dir: str, cell: Cell) -> CellResult:
+  rows = cell_runner.read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
+  result = CellResult(rounds=cell_runner.last_round(rows))
+  for row in sorted(rows, key=lambda r: cell_runner.to_float(r.get('round_num')) or 0):
+    round_num = int(cell_runner.to_float(row['round_num']))
+    accuracy = cell_runner.to_float(row.get('eval_accuracy'))
+    if accuracy is not None:
+      result.curve.append((round_num, accuracy))
+      result.worst30 = cell_runner.to_float(row.get('eval_client_accuracy_worst30'))
+    correction = cell_runner.to_float(row.get('client_delta_correction_mean'))
+    if correction is not None:
+      result.corrections.append((round_num, correction))
+  return result
+
+
+def _fmt(value, digits=2) -> str:
+  return '' if value is None else f'{value:.{digits}f}'
+
+
+def _mean_std(values: list) -> str:
+  values = [v for v in values if v is not None]
+  if not values:
+    return ''
+  if len(values) == 1:
+    return f'{values[0]:.2f}'
+  return f'{statistics.mean(values):.2f} +- {statistics.stdev(values):.2f}'
+
+
+def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
+  thresholds = [float(t) for t in FLAGS.targets]
+  rows = []
+  for cell in cells:
+    r = results[cell.name]
+    row = {
+      'algorithm': cell.algorithm,
+      'seed': cell.seed,
+      'rounds': r.rounds,
+      'final_accuracy': _fmt(r.final),
+      'mean_last5': _fmt(r.last5),
+      'worst30_final': _fmt(None if r.worst30 is None else 100 * r.worst30),
+    }
+    for t in thresholds:
+      row[f'rounds_to_{t:g}'] = r.rounds_to(t) or ''
+    rows.append(row)
+  return rows
+
+
+def summary_lines(cells: list[Cell], results: dict[str, CellResult]) -> list[str]:
+  thresholds = [float(t) for t in FLAGS.targets]
+  head = ['algorithm', 'final accuracy %', 'mean of last 5 evals %', 'worst-30% clients %']
+  head += [f'rounds to {100 * t:g}%' for t in thresholds]
+  lines = [f'| {" | ".join(head)} |', '|' + '---|' * len(head)]
+  for algorithm in ALGORITHMS:
+    group = [results[c.name] for c in cells if c.algorithm == algorithm]
+    cols = [
+      algorithm,
+      _mean_std([r.final for r in group]),
+      _mean_std([r.last5 for r in group]),
+      _mean_std([None if r.worst30 is None else 100 * r.worst30 for r in group]),
+    ]
+    for t in thresholds:
+      reached = [r.rounds_to(t) for r in group]
+      cols.append(', '.join('never' if x is None else str(x) for x in reached))
+    lines.append(f'| {" | ".join(cols)} |')
+  paired = {'final': [], 'last5': []}
+  for seed in sorted({c.seed for c in cells}):
+    pa, avg = results.get(f'fedpa_seed{seed}'), results.get(f'fedavg_seed{seed}')
+    if pa and avg and pa.final is not None and avg.final is not None:
+      paired['final'].append(pa.final - avg.final)
+      paired['last5'].append(pa.last5 - avg.last5)
+  lines += [
+    '',
+    f'FedPA - FedAvg, paired by seed (accuracy points): final {_mean_std(paired["final"])} '
+    f'(per seed: {", ".join(f"{d:+.2f}" for d in paired["final"])}); mean of the last 5 '
+    f'evaluations {_mean_std(paired["last5"])}.',
+    f'The paper (Table 3, FedPA-ME - FedAvg-ME): {PAPER_DIFFERENCES}.',
+  ]
+  return lines
+
+
+def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
+  os.makedirs(out, exist_ok=True)
+  results = {c.name: cell_result(runs_dir, c) for c in cells}
+  rows = table_rows(cells, results)
+  with open(os.path.join(out, 'fedpa_fmnist.csv'), 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  example = shlex.join(trainer_command(cells[-1], runs_dir))
+  lines = [
+    '# FedAvg-ME vs FedPA-ME on Fashion-MNIST Dir(0.1) (offline stand-in for Al-Shedivat et al. '
+    '2021, Table 3)',
+    '',
+    f'- Command: `{cell_runner.command_line("//reproductions/alshedivat2021_fedpa:reproduce_fmnist")}`',
+    f'- Rounds: {FLAGS.rounds}; server burn-in {FLAGS.burnin_rounds} rounds; shrinkage rho '
+    f'{FLAGS.shrinkage}; seeds {", ".join(FLAGS.seeds)}; evaluation every '
+    f'{FLAGS.rounds_per_eval} rounds on the pooled 10,000 test images.',
+    f'- Trainer command of a cell: `{example}`',
+    f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}',
+    '',
+    *summary_lines(cells, results),
+    '',
+    '| ' + ' | '.join(rows[0]) + ' |',
+    '|' + '---|' * len(rows[0]),
+    *('| ' + ' | '.join(str(v) for v in row.values()) + ' |' for row in rows),
+  ]
+  with open(os.path.join(out, 'fedpa_fmnist.md'), 'w') as f:
+    f.write('\n'.join(lines) + '\n')
+  print('\n'.join(summary_lines(cells, results)), flush=True)
+  print(f'wrote {out}/fedpa_fmnist.csv and .md', flush=True)
+  write_figure(cells, results, out)
+
+
+def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  fig, (ax, diff_ax) = plt.subplots(1, 2, figsize=(13, 4.5))
+  colors = {'fedavg': 'tab:blue', 'fedpa': 'tab:red'}
+  for cell in cells:
+    curve = results[cell.name].curve
+    if curve:
+      ax.plot(
+        [r for r, _ in curve],
+        [100 * a for _, a in curve],
+        color=colors[cell.algorithm],
+        alpha=0.8,
+        linewidth=1,
+        label=f'{cell.algorithm} seed {cell.seed}',
+      )
+  for axis in (ax, diff_ax):
+    axis.axvline(FLAGS.burnin_rounds, color='gray', linestyle=':', label='end of burn-in')
+    axis.grid(alpha=0.3)
+    axis.set_xlabel('round')
+  ax.set_ylabel('test accuracy (%)')
+  ax.set_title('FMNIST Dir(0.1): FedAvg-ME vs FedPA-ME (E = 5, SGDM server 0.5)')
+  ax.legend(fontsize=7, ncol=2)
+  for seed in sorted({c.seed for c in cells}):
+    pa = dict(results[f'fedpa_seed{seed}'].curve)
+    avg = dict(results[f'fedavg_seed{seed}'].curve)
+    common = sorted(set(pa) & set(avg))
+    diff_ax.plot(common, [100 * (pa[r] - avg[r]) for r in common], label=f'seed {seed}')
+  diff_ax.axhline(0, color='black', linewidth=0.8)
+  diff_ax.set_ylabel('FedPA - FedAvg (accuracy points)')
+  diff_ax.set_title('paired difference (0 until the burn-in ends)')
+  diff_ax.legend(fontsize=7)
+  fig.tight_layout()
+  path = os.path.join(out, 'fedpa_fmnist.png')
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  print(f'wrote {path}', flush=True)
+
+
+def main(argv: list[str]) -> int:
+  return cell_runner.run_main('reproduce_fmnist', _main, argv)
+
+
+def _main(argv: list[str]) -> int:
+  logging.set_verbosity(logging.WARNING)
+  cell_runner.check_driver_flags(FLAGS, argv)
+  if not 0 <= FLAGS.burnin_rounds < FLAGS.rounds:
+    raise UsageError(f'--burnin_rounds must be in [0, --rounds), got {FLAGS.burnin_rounds}')
+  try:
+    targets.parse_thresholds('targets', FLAGS.targets)
+  except ValueError as e:
+    raise UsageError(str(e)) from None
+  cells = build_cells()
+  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  out = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.out))
+  if FLAGS.dry_run:
+    for cell in cells:
+      print(shlex.join(trainer_command(cell, runs_dir)))
+    return 0
+  failed = []
+  if not FLAGS.report_only:
+    stopped, failed, runner = cell_runner.run_cells(
+      cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds
+    )
+    if stopped is not None:
+      return stopped
+  write_report(cells, runs_dir, out)
+  cell_runner.report_failures('reproduce_fmnist', failed, runner, runs_dir)
+  return 1 if failed else 0
+
+
+if __name__ == '__main__':
+  app.run(main)

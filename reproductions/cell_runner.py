@@ -1,0 +1,361 @@
+"""Runs the cells of a reproduction: one `run.federated_trainer` process per cell, a few at once.
+
+Each cell (anything with a `name`) is a trainer command with `--root_output_dir=<runs_dir>
+--experiment_name=<cell>`; its stdout and stderr are appended to `<runs_dir>/<cell>.log` and its
+exit is recorded in `<runs_dir>/<cell>.status.json`. Rerunning resumes unfinished cells from
+their checkpoints (a finished one exits at once). SIGINT / SIGTERM stop the cells (SIGTERM to
+each). Used by every reproduction driver under reproductions/.
+"""
+
+from collections.abc import Callable
+import csv
+import dataclasses
+import datetime
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+from typing import TextIO
+
+PROGRESS_SECONDS = 30.0
+EXIT_DIVERGED = 3
+EXIT_INTERRUPTED = (130, 143, -signal.SIGINT, -signal.SIGTERM)
+
+
+def _repo_root() -> str:
+  """Where `python -m run.federated_trainer` imports from (the runfiles tree under Bazel)."""
+  return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def read_metrics(path: str) -> list[dict[str, str]]:
+  """The rows of a metrics.csv, [] if it is missing or unreadable (it is written atomically)."""
+  try:
+    with open(path, newline='') as f:
+      return list(csv.DictReader(f))
+  except (OSError, csv.Error, UnicodeDecodeError):
+    return []
+
+
+def to_float(value: str | None) -> float | None:
+  try:
+    return float(value)
+  except (TypeError, ValueError):
+    return None
+
+
+def last_round(rows: list[dict[str, str]]) -> int:
+  rounds = [to_float(r.get('round_num')) for r in rows]
+  return int(max((r for r in rounds if r is not None), default=0))
+
+
+def status_path(runs_dir: str, cell) -> str:
+  return os.path.join(runs_dir, f'{cell.name}.status.json')
+
+
+def log_path(runs_dir: str, cell) -> str:
+  return os.path.join(runs_dir, f'{cell.name}.log')
+
+
+def read_status(runs_dir: str, cell) -> dict | None:
+  try:
+    with open(status_path(runs_dir, cell)) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def _die_with_parent() -> None:  # pragma: no cover (runs in the child before exec)
+  """The child gets SIGTERM if this script dies (even by SIGKILL): no orphan trainer holding
+  its experiment's lock."""
+  if sys.platform.startswith('linux'):
+    import ctypes  # pylint: disable=g-import-not-at-top
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+THREAD_VARIABLES = ('TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS')
+
+
+def child_env() -> dict[str, str]:
+  """The trainers' environment: TF's thread pools pinned to one thread each, whatever --parallel.
+
+  TF 2.14 honours TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS (measured on this 2-core
+  machine: a loop of 1500x1500 matmuls took 1.7-1.9 s with TF's default pools, 3.1-3.2 s with
+  both set to 1, i.e. one core, and the process had 7 threads instead of 9), so several trainers
+  at once do not oversubscribe the cores. They are set for every cell, not only with
+  --parallel > 1, because the intra-op thread count changes the float summation order: the
+  same 4-round fmnist cell gave train_loss 1.7117303 / 1.7117305 in round 2 and eval_accuracy
+  0.2687 / 0.2637 in round 4 with default / single-thread pools. Pinned, a cell's numbers do not
+  depend on --parallel or the machine's core count, and a resume with another --parallel
+  continues the same trajectory. The fmnist CNN loses nothing by it (0.27-0.33 s a training
+  round either way). Values set in the caller's environment are kept (and stated in the
+  tables' header).
+  """
+  env = dict(os.environ)
+  for name in THREAD_VARIABLES:
+    env.setdefault(name, '1')
+  return env
+
+
+def _attempt_summary(log_path: str, offset: int) -> tuple[str | None, int | None]:
+  """The trainer's last error line in its log from `offset` (this attempt), and the round named
+  by 'training diverged in round N' there."""
+  try:
+    with open(log_path, errors='replace') as f:
+      f.seek(max(offset, os.path.getsize(log_path) - 65536))
+      text = f.read()
+  except OSError:
+    return None, None
+  errors = [line for line in text.splitlines() if line.startswith('federated_trainer: error:')]
+  diverged = re.findall(r'training diverged in round (\d+)', text)
+  return (errors[-1] if errors else None), (int(diverged[-1]) if diverged else None)
+
+
+def exit_text(code: int) -> str:
+  if code < 0:
+    try:
+      return f'killed by {signal.Signals(-code).name}'
+    except ValueError:
+      return f'killed by signal {-code}'
+  return f'exit {code}'
+
+
+def duration(seconds: float) -> str:
+  seconds = int(seconds)
+  if seconds >= 3600:
+    return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
+  return f'{seconds // 60}m{seconds % 60:02d}s' if seconds >= 60 else f'{seconds}s'
+
+
+@dataclasses.dataclass
+class _Running:
+  cell: Any
+  process: subprocess.Popen
+  log: TextIO
+  offset: int  # where this attempt's output starts in the log
+
+
+class Runner:
+  """Runs the cells, `parallel` at once, with a progress line every PROGRESS_SECONDS.
+
+  A cell is anything with a `name`; `command(cell, runs_dir)` gives its trainer command and
+  `total_rounds` the rounds every cell trains.
+  """
+
+  def __init__(
+    self,
+    cells: list,
+    runs_dir: str,
+    parallel: int,
+    command: Callable[[Any, str], list[str]],
+    total_rounds: int,
+  ):
+    self.cells = cells
+    self.runs_dir = runs_dir
+    self.parallel = parallel
+    self.command = command
+    self.total_rounds = total_rounds
+    self.env = child_env()
+    self.exit_codes: dict[str, int] = {}
+    self.errors: dict[str, str] = {}
+    self.stop_signal: int | None = None
+
+  def _on_signal(self, signum, frame) -> None:
+    del frame
+    if self.stop_signal is None:
+      self.stop_signal = signum
+
+  def _start(self, cell) -> _Running:
+    command = self.command(cell, self.runs_dir)
+    log = open(log_path(self.runs_dir, cell), 'a')  # closed in _finish
+    started = datetime.datetime.now().isoformat(timespec='seconds')
+    log.write(f'# {started} {shlex.join(command)}\n')
+    log.flush()
+    process = subprocess.Popen(
+      command,
+      stdout=log,
+      stderr=subprocess.STDOUT,
+      stdin=subprocess.DEVNULL,
+      cwd=_repo_root(),
+      env=self.env,
+      # Its own process group: a terminal's Ctrl-C reaches only this script, which then sends
+      # each trainer one SIGTERM.
+      process_group=0,
+      preexec_fn=_die_with_parent,
+    )
+    return _Running(cell, process, log, log.tell())
+
+  def _finish(self, run: _Running, code: int) -> None:
+    run.log.close()
+    cell = run.cell
+    self.exit_codes[cell.name] = code
+    log = log_path(self.runs_dir, cell)
+    error, diverged = _attempt_summary(log, run.offset)
+    record = {
+      'exit_code': code,
+      'ended': datetime.datetime.now().isoformat(timespec='seconds'),
+      'command': shlex.join(self.command(cell, self.runs_dir)),
+      'log': log,
+      'error': error,
+      **{name: self.env[name] for name in THREAD_VARIABLES},
+    }
+    if code == EXIT_DIVERGED:
+      record['diverged_round'] = diverged
+    if error:
+      self.errors[cell.name] = error
+    path = status_path(self.runs_dir, cell)
+    with open(path + '.tmp', 'w') as f:
+      json.dump(record, f, indent=1)
+    os.replace(path + '.tmp', path)
+    print(f'ended {cell.name}: {self.describe(code)}', flush=True)
+
+  def _progress(self, running: dict[str, _Running], pending: list) -> str:
+    total = self.total_rounds
+    parts, remaining, times = [], 0, []
+    for cell in self.cells:
+      rows = read_metrics(os.path.join(self.runs_dir, cell.name, 'metrics.csv'))
+      if cell.name in running:
+        parts.append(f'{cell.name} {last_round(rows)}/{total}')
+      if cell.name not in self.exit_codes:
+        remaining += max(0, total - last_round(rows))
+      if cell.name in running or cell.name in self.exit_codes:
+        times += [t for r in rows[-50:] if (t := to_float(r.get('seconds_per_round'))) is not None]
+    if times and remaining:
+      at_once = max(1, min(self.parallel, len(running) + len(pending)))
+      eta = duration(remaining * sum(times) / len(times) / at_once)
+    else:
+      eta = '0s' if not remaining else '?'
+    clock = datetime.datetime.now().strftime('%H:%M:%S')
+    return (
+      f'[{clock}] cells: {len(self.exit_codes)} done, {len(running)} running, {len(pending)} '
+      f'pending | {", ".join(parts) or "-"} | ETA {eta}'
+    )
+
+  def run(self) -> int | None:
+    """Runs every cell; returns the signal that stopped it, None when all ended."""
+    os.makedirs(self.runs_dir, exist_ok=True)
+    pending = list(self.cells)
+    running: dict[str, _Running] = {}
+    previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    last_progress = 0.0
+    try:
+      while (pending or running) and self.stop_signal is None:
+        while pending and len(running) < self.parallel:
+          cell = pending.pop(0)
+          running[cell.name] = self._start(cell)
+          print(f'started {cell.name} (log: {log_path(self.runs_dir, cell)})', flush=True)
+        ended = False
+        for name, run in list(running.items()):
+          code = run.process.poll()
+          if code is not None:
+            del running[name]
+            self._finish(run, code)
+            ended = True
+        now = time.monotonic()
+        if ended or now - last_progress >= PROGRESS_SECONDS:
+          print(self._progress(running, pending), flush=True)
+          last_progress = now
+        time.sleep(0.5)
+      if self.stop_signal is not None:
+        self._stop(list(running.values()))
+    finally:
+      for signum, handler in previous.items():
+        signal.signal(signum, handler)
+    return self.stop_signal
+
+  def _stop(self, running: list[_Running]) -> None:
+    name = signal.Signals(self.stop_signal).name
+    print(f'{name}: stopping {len(running)} running cell(s) with SIGTERM', flush=True)
+    for run in running:
+      run.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    for run in running:
+      try:
+        code = run.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+      except subprocess.TimeoutExpired:
+        run.process.kill()
+        code = run.process.wait()
+      self._finish(run, code)
+
+  @staticmethod
+  def describe(code: int) -> str:
+    if code == 0:
+      return 'done'
+    if code == EXIT_DIVERGED:
+      return 'diverged (exit 3)'
+    if code in EXIT_INTERRUPTED:
+      return f'interrupted ({exit_text(code)}); rerun to resume'
+    return f'FAILED ({exit_text(code)})'
+
+
+def run_cells(
+  cells: list, runs_dir: str, parallel: int, command: Callable[[Any, str], list[str]], rounds: int
+) -> tuple[int | None, list, Runner]:
+  """Runs every cell; returns (the exit code 130 / 143 if stopped by SIGINT / SIGTERM, else None;
+  the cells that failed, a diverged one (trainer exit 3) being a result, not a failure; the
+  runner, whose `exit_codes` and `errors` say more)."""
+  print(f'{len(cells)} cells, {rounds} rounds each, {parallel} at once; runs in {runs_dir}')
+  runner = Runner(cells, runs_dir, parallel, command, rounds)
+  stopped = runner.run()
+  if stopped is not None:
+    print('stopped; rerun the same command to resume', file=sys.stderr, flush=True)
+    return (130 if stopped == signal.SIGINT else 143), [], runner
+  failed = [c for c in cells if runner.exit_codes.get(c.name) not in (0, EXIT_DIVERGED)]
+  return None, failed, runner
+
+
+def base_dir() -> str:
+  """Where relative paths start: the directory the command was typed in (also under `bazel run`)."""
+  return os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
+
+
+def command_line(bazel_target: str) -> str:
+  """This script's command line, reconstructed from sys.argv (as `bazel run` under Bazel)."""
+  args = [shlex.quote(a) for a in sys.argv[1:]]
+  if 'BUILD_WORKSPACE_DIRECTORY' in os.environ:
+    return ' '.join([f'bazel run {bazel_target} --', *args])
+  python = sys.executable
+  if python.startswith(os.getcwd() + os.sep):
+    python = os.path.relpath(python)
+  spec = getattr(sys.modules['__main__'], '__spec__', None)
+  prog = ['-m', spec.name] if spec is not None and spec.name else [shlex.quote(sys.argv[0])]
+  return ' '.join([shlex.quote(python), *prog, *args])
+
+
+def report_failures(program: str, failed: list, runner: Runner, runs_dir: str) -> None:
+  """One stderr line per failed cell: its exit, its log and the trainer's last error line."""
+  for cell in failed:
+    code = runner.exit_codes[cell.name]
+    error = runner.errors.get(cell.name)
+    print(
+      f'{program}: error: cell {cell.name} failed ({exit_text(code)}); see '
+      f'{log_path(runs_dir, cell)}' + (f'\n  its last line: {error}' if error else ''),
+      file=sys.stderr,
+    )
+
+
+class UsageError(ValueError):
+  """A bad flag value of a reproduction driver: one line on stderr, exit 2."""
+
+
+def run_main(program: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
+  """body(argv), or exit status 2 with one `<program>: error: ...` line on a UsageError."""
+  try:
+    return body(argv)
+  except UsageError as e:
+    print(f'{program}: error: {e}', file=sys.stderr, flush=True)
+    return 2
+
+
+def check_driver_flags(flag_values, argv: list[str]) -> None:
+  """No positional arguments; --rounds, --parallel and the cadences >= 1."""
+  if len(argv) > 1:
+    raise UsageError(f'unexpected arguments {argv[1:]}')
+  for name in ('rounds', 'parallel', 'rounds_per_eval', 'rounds_per_checkpoint'):
+    if flag_values[name].value < 1:
+      raise UsageError(f'--{name} must be >= 1, got {flag_values[name].value}')

@@ -1,0 +1,1 @@
+"""Ju et al. (AdaFedAdam): Table 5 Synthetic row and the fairness figures."""

@@ -1,0 +1,451 @@
+"""Ju et al. (AdaFedAdam) Table 5, Synthetic row: six algorithms, 3 seeds, local fairness metrics.
+
+  .venv/bin/python -m reproductions.ju2023_adafedadam.reproduce_synthetic --rounds=1000 --seeds=1,2,3 --parallel=2
+
+Setup (App. C.1): LEAF Synthetic(1, 1) (task
+`synthetic`: 100 clients with power-law sizes, x in R^60, 10 classes, softmax regression;
+each client's data split 80/20 into local train/test), every client in every round (Algorithm
+2 broadcasts to all clients; the paper gives no participation rate), local SGD lr 0.01, batch
+10, E = 1, --rounds rounds, evaluation every --rounds_per_eval rounds on each client's local
+test data. Servers: FedAvg SGD lr 1; FedAdam Adam lr 0.001, beta (0.9, 0.999), eps 1e-8
+(Adam's defaults; the paper gives no eps); q-FedAvg q = 1, lr 1; FedNova SGD lr 1; FedProx SGD
+lr 1 with mu tuned over {0.001, 0.005, 0.01, 0.1, 1} on the first seed (the mu whose final
+average local accuracy is highest, over the mean of the last 5 evaluations); AdaFedAdam with
+AdaAdam's defaults (eta 0.001, beta (0.9, 0.999), eps 1e-8) and alpha = 1. A Pareto sweep on
+the first seed adds AdaFedAdam alpha in --pareto_alphas and q-FedAvg q in --pareto_qs.
+
+Why Synthetic(1, 1): the generator of Li et al. (FedProx), cited by q-FFL and LEAF, offers
+(0, 0), (0.5, 0.5) and (1, 1); Ju et al. do not say which. (1, 1) is the most heterogeneous
+and the one the fair-FL papers (q-FFL) report; alpha does not change the labels anyway
+(tff_adaptive.datasets.synthetic, datasets/synthetic.py), and each seed generates its own data set, model initialisation and
+shuffling.
+
+Every cell is one `run.federated_trainer` process (`reproductions.cell_runner`: resumable, progress with
+ETA, one TF thread per trainer). Afterwards --out gets table5_synthetic.{md,csv} (published
+Avg / STD / Worst-30% beside ours, mean +- std over seeds, and the difference),
+fedprox_mu.csv (the tuning), and density.png, curves.png, pareto.png (error vs RSD of error,
+Fig. 3 right) and pareto_std.png (average vs STD of accuracy) (`plot_fairness.py`).
+"""
+
+import csv
+import dataclasses
+import datetime
+import os
+import shlex
+import statistics
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import pandas as pd
+
+from reproductions import cell_runner
+from reproductions.ju2023_adafedadam import plot_fairness
+from reproductions.ju2023_adafedadam.published import PUBLISHED
+
+flags.DEFINE_integer('rounds', 1000, 'Rounds per cell (the paper: 1000).')
+flags.DEFINE_list('seeds', ['1', '2', '3'], 'Seeds; FedProx mu and the Pareto sweep use the first.')
+flags.DEFINE_list('fedprox_mus', ['0.001', '0.005', '0.01', '0.1', '1'], 'FedProx mu grid.')
+flags.DEFINE_list('pareto_alphas', ['2', '4', '8'], 'AdaFedAdam alphas of the Pareto sweep.')
+flags.DEFINE_list('pareto_qs', ['2', '4'], 'q-FedAvg qs of the Pareto sweep.')
+flags.DEFINE_integer('parallel', 2, 'Trainers at once (each on one TF thread).')
+flags.DEFINE_integer('clients_per_round', 100, 'Clients per round (100: all of them).')
+flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
+flags.DEFINE_integer('rounds_per_checkpoint', 100, 'Checkpoint every this many rounds.')
+flags.DEFINE_string('runs_dir', 'runs/ju_synthetic', 'Where the cells run.')
+flags.DEFINE_string(
+  'out',
+  'runs/ju_synthetic/report',
+  'Where the tables and figures go (the committed ones: '
+  'reproductions/ju2023_adafedadam/results/synthetic).',
+)
+flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
+flags.DEFINE_bool('dry_run', False, 'Print the trainer commands and exit.')
+FLAGS = flags.FLAGS
+
+SGD1 = ('--server_optimizer=sgd', '--server_learning_rate=1')
+ARGS = {
+  'FedAvg': ('--algorithm=fedopt', *SGD1),
+  'FedAdam': (
+    '--algorithm=fedopt',
+    '--server_optimizer=adam',
+    '--server_learning_rate=0.001',
+    '--server_beta_1=0.9',
+    '--server_beta_2=0.999',
+    '--tau=1e-8',
+  ),
+  'q-FedAvg': ('--algorithm=qfedavg', *SGD1),
+  'FedNova': ('--algorithm=fednova', *SGD1),
+  'FedProx': ('--algorithm=fedprox', *SGD1),
+  'AdaFedAdam': ('--algorithm=adafedadam', '--server_optimizer=adaadam'),
+}
+
+
+UsageError = cell_runner.UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  name: str
+  algorithm: str  # a key of ARGS
+  seed: int
+  param: float | None = None  # mu, q or alpha
+
+  @property
+  def label(self) -> str:
+    if self.algorithm == 'AdaFedAdam' and self.param is not None:
+      return f'AdaFedAdam(alpha={self.param:g})'
+    if self.algorithm == 'q-FedAvg' and self.param is not None:
+      return f'q-FedAvg(q={self.param:g})'
+    if self.algorithm == 'FedProx' and self.param is not None:
+      return f'FedProx(mu={self.param:g})'
+    return self.algorithm
+
+
+def _slug(algorithm: str) -> str:
+  return algorithm.lower().replace('-', '')
+
+
+def _numbers(name: str, texts: list[str], integer: bool = False) -> list:
+  values = []
+  for text in texts:
+    try:
+      value = int(text) if integer else float(text)
+    except ValueError:
+      raise UsageError(f'--{name}: {text!r} is not a number') from None
+    if value < 0:
+      raise UsageError(f'--{name}: {text!r} must be >= 0')
+    values.append(value)
+  return list(dict.fromkeys(values))
+
+
+def seeds() -> list[int]:
+  values = _numbers('seeds', FLAGS.seeds, integer=True)
+  if not values:
+    raise UsageError('--seeds: give at least one seed')
+  return values
+
+
+def main_cells(mu: float | None) -> list[Cell]:
+  """The table's cells: FedProx with the tuned mu (None: not yet known, left out)."""
+  cells = []
+  for seed in seeds():
+    for algorithm in ARGS:
+      param = {'q-FedAvg': 1.0, 'AdaFedAdam': 1.0, 'FedProx': mu}.get(algorithm)
+      if algorithm == 'FedProx' and mu is None:
+        continue
+      name = f'{_slug(algorithm)}_seed{seed}'
+      if algorithm == 'FedProx':
+        name = f'fedprox_mu{mu:g}_seed{seed}'
+      cells.append(Cell(name, algorithm, seed, param))
+  return cells
+
+
+def tuning_cells() -> list[Cell]:
+  seed = seeds()[0]
+  mus = _numbers('fedprox_mus', FLAGS.fedprox_mus)
+  if not mus:
+    raise UsageError('--fedprox_mus: give at least one mu')
+  return [Cell(f'fedprox_mu{mu:g}_seed{seed}', 'FedProx', seed, mu) for mu in mus]
+
+
+def pareto_cells() -> list[Cell]:
+  seed = seeds()[0]
+  cells = [
+    Cell(f'adafedadam_alpha{a:g}_seed{seed}', 'AdaFedAdam', seed, a)
+    for a in _numbers('pareto_alphas', FLAGS.pareto_alphas)
+    if a != 1.0
+  ]
+  cells += [
+    Cell(f'qfedavg_q{q:g}_seed{seed}', 'q-FedAvg', seed, q)
+    for q in _numbers('pareto_qs', FLAGS.pareto_qs)
+    if q != 1.0
+  ]
+  return cells
+
+
+def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
+  args = [
+    '--task=synthetic',
+    '--synthetic_alpha=1',
+    '--synthetic_beta=1',
+    '--engine=inprocess',
+    '--client_optimizer=sgd',
+    '--client_learning_rate=0.01',
+    '--client_batch_size=10',
+    '--client_epochs_per_round=1',
+    f'--clients_per_round={FLAGS.clients_per_round}',
+    f'--total_rounds={FLAGS.rounds}',
+    f'--rounds_per_eval={FLAGS.rounds_per_eval}',
+    f'--rounds_per_checkpoint={FLAGS.rounds_per_checkpoint}',
+    f'--seed={cell.seed}',
+    f'--root_output_dir={runs_dir}',
+    f'--experiment_name={cell.name}',
+    *ARGS[cell.algorithm],
+  ]
+  if cell.algorithm == 'FedProx':
+    args.append(f'--fedprox_mu={cell.param:g}')
+  elif cell.algorithm == 'q-FedAvg':
+    args.append(f'--qfedavg_q={cell.param:g}')
+  elif cell.algorithm == 'AdaFedAdam':
+    args.append(f'--fairness_alpha={cell.param:g}')
+  return [sys.executable, '-m', 'run.federated_trainer', *args]
+
+
+# -- Results. --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class CellResult:
+  rounds: int = 0
+  avg: float | None = None  # % at the last evaluation
+  std: float | None = None
+  worst30: float | None = None
+  last5_avg: float | None = None  # mean of the last 5 evaluations' averages, %
+  pooled: float | None = None  # accuracy on the union of the local test sets (example-weighted)
+
+
+def cell_result(runs_dir: str, cell: Cell) -> CellResult:
+  rows = cell_runner.read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
+  result = CellResult(rounds=cell_runner.last_round(rows))
+  evaluated = [
+    r for r in rows if cell_runner.to_float(r.get('eval_client_accuracy_mean')) is not None
+  ]
+  evaluated.sort(key=lambda r: cell_runner.to_float(r['round_num']))
+  if evaluated:
+    last = evaluated[-1]
+    pct = lambda key, row=last: 100 * cell_runner.to_float(row[key])
+    result.avg = pct('eval_client_accuracy_mean')
+    result.std = pct('eval_client_accuracy_std')
+    result.worst30 = pct('eval_client_accuracy_worst30')
+    result.pooled = pct('eval_accuracy')
+    result.last5_avg = statistics.mean(
+      100 * cell_runner.to_float(r['eval_client_accuracy_mean']) for r in evaluated[-5:]
+    )
+  return result
+
+
+def tuned_mu(runs_dir: str) -> tuple[float | None, list[dict]]:
+  """The mu of the highest mean-of-last-5 average local accuracy among finished tuning cells."""
+  rows = []
+  for cell in tuning_cells():
+    r = cell_result(runs_dir, cell)
+    rows.append(
+      {
+        'mu': cell.param,
+        'seed': cell.seed,
+        'rounds': r.rounds,
+        'avg_last5': r.last5_avg,
+        'avg': r.avg,
+        'worst30': r.worst30,
+      }
+    )
+  done = [r for r in rows if r['rounds'] >= FLAGS.rounds and r['avg_last5'] is not None]
+  if len(done) < len(rows):
+    return None, rows
+  return max(done, key=lambda r: r['avg_last5'])['mu'], rows
+
+
+def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+  values = [v for v in values if v is not None]
+  if not values:
+    return None, None
+  return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def _fmt(mean_std) -> str:
+  mean, std = mean_std
+  return '' if mean is None else f'{mean:.2f} +- {std:.2f}'
+
+
+def table(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
+  rows = []
+  for algorithm, published in PUBLISHED.items():
+    group = [
+      results[c.name]
+      for c in cells
+      if c.algorithm == algorithm and results[c.name].rounds >= FLAGS.rounds
+    ]
+    ours = [
+      _mean_std([r.avg for r in group]),
+      _mean_std([r.std for r in group]),
+      _mean_std([r.worst30 for r in group]),
+    ]
+    row = {'algorithm': algorithm, 'seeds': len([r for r in group if r.avg is not None])}
+    for metric, pub, (mean, std) in zip(('avg', 'std', 'worst30'), published, ours):
+      row[f'{metric}_published'] = pub
+      row[f'{metric}_ours'] = '' if mean is None else round(mean, 2)
+      row[f'{metric}_ours_std'] = '' if std is None else round(std, 2)
+      row[f'{metric}_difference'] = '' if mean is None else round(mean - pub, 2)
+    pooled = _mean_std([r.pooled for r in group])
+    row['pooled_ours'] = '' if pooled[0] is None else round(pooled[0], 2)
+    row['pooled_ours_std'] = '' if pooled[1] is None else round(pooled[1], 2)
+    rows.append(row)
+  return rows
+
+
+def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
+  os.makedirs(out, exist_ok=True)
+  everything = cells + extra_cells
+  results = {c.name: cell_result(runs_dir, c) for c in everything}
+  rows = table(cells, results)
+  with open(os.path.join(out, 'table5_synthetic.csv'), 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  with open(os.path.join(out, 'fedprox_mu.csv'), 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(tuning[0]))
+    writer.writeheader()
+    writer.writerows(tuning)
+  head = '| algorithm | Avg % (paper / ours / diff) | STD % (paper / ours / diff) | ' + (
+    'Worst 30% % (paper / ours / diff) | pooled accuracy % (ours) |'
+  )
+  lines = [
+    '# Ju et al. (AdaFedAdam) Table 5, Synthetic row, reproduced',
+    '',
+    f'- Command: `{cell_runner.command_line("//reproductions/ju2023_adafedadam:reproduce_synthetic")}`',
+    f'- Rounds {FLAGS.rounds}; seeds {", ".join(str(s) for s in seeds())}; '
+    f'{FLAGS.clients_per_round} clients per round; evaluation every {FLAGS.rounds_per_eval} '
+    'rounds; numbers are the last evaluation (round '
+    f"{FLAGS.rounds}), mean +- std over seeds, of the clients' local test accuracy.",
+    f'- FedProx mu tuned on seed {seeds()[0]} over {", ".join(FLAGS.fedprox_mus)}: '
+    f'mu = {mu if mu is None else f"{mu:g}"} (fedprox_mu.csv).',
+    f'- Trainer command of a cell: `{shlex.join(trainer_command(cells[-1], runs_dir))}`',
+    f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}',
+    '- Only cells that ran all rounds enter the summary; Avg, STD and Worst 30% are over the '
+    '100 clients (unweighted), "pooled" is the accuracy on the union of their test sets.',
+    '',
+    head,
+    '|---|---|---|---|---|',
+  ]
+  for row in rows:
+    cols = [row['algorithm']]
+    for metric in ('avg', 'std', 'worst30'):
+      ours = row[f'{metric}_ours']
+      cols.append(
+        f'{row[f"{metric}_published"]:.2f} / '
+        + ('—' if ours == '' else f'{ours:.2f} +- {row[f"{metric}_ours_std"]:.2f}')
+        + ('' if ours == '' else f' / {row[f"{metric}_difference"]:+.2f}')
+      )
+    pooled = row['pooled_ours']
+    cols.append('—' if pooled == '' else f'{pooled:.2f} +- {row["pooled_ours_std"]:.2f}')
+    lines.append('| ' + ' | '.join(cols) + ' |')
+  lines += ['', *published_consistency()]
+  lines += ['', '| cell | rounds | Avg % | STD % | Worst 30% % |', '|---|---|---|---|---|']
+  for cell in everything:
+    r = results[cell.name]
+    fmt = lambda v: '' if v is None else f'{v:.2f}'
+    lines.append(f'| {cell.name} | {r.rounds} | {fmt(r.avg)} | {fmt(r.std)} | {fmt(r.worst30)} |')
+  with open(os.path.join(out, 'table5_synthetic.md'), 'w') as f:
+    f.write('\n'.join(lines) + '\n')
+  print('\n'.join(lines[9:]), flush=True)
+  write_figures(cells, extra_cells, runs_dir, out)
+
+
+def published_consistency() -> list[str]:
+  """Whether each published (Avg, Worst 30%) pair can be unweighted means over 100 clients.
+
+  If Avg is the mean over K clients and Worst 30% the mean of the lowest 0.3 K, the other 0.7 K
+  average (Avg - 0.3 Worst) / 0.7, which cannot exceed 100%.
+  """
+  lines = []
+  for algorithm, (avg, _, worst) in PUBLISHED.items():
+    rest = (avg - 0.3 * worst) / 0.7
+    if rest > 100:
+      lines.append(f'{algorithm} ({avg} / {worst}: the other 70% would average {rest:.1f}%)')
+  if not lines:
+    return []
+  return [
+    'Published rows whose Avg and Worst 30% cannot both be unweighted means over the same '
+    "clients (so the paper's Avg is presumably example-weighted or over another set): "
+    + '; '.join(lines)
+    + '.'
+  ]
+
+
+def write_figures(cells, extra_cells, runs_dir, out) -> None:
+  done = lambda c: os.path.isdir(os.path.join(runs_dir, c.name, 'client_eval'))
+  groups: dict[str, list[str]] = {}
+  for cell in cells:
+    if done(cell):
+      groups.setdefault(cell.algorithm, []).append(os.path.join(runs_dir, cell.name))
+  if not groups:
+    return
+  plot_fairness.density_figure(
+    {k: [plot_fairness.client_accuracies(d) for d in v] for k, v in groups.items()},
+    os.path.join(out, 'density.png'),
+    setup='SYNTHETIC',
+  )
+  plot_fairness.curves_figure(
+    {k: [pd.read_csv(os.path.join(d, 'metrics.csv')) for d in v] for k, v in groups.items()},
+    os.path.join(out, 'curves.png'),
+    setup='SYNTHETIC',
+  )
+  first = seeds()[0]
+  points = []
+  for cell in cells + extra_cells:
+    if cell.seed != first or not done(cell):
+      continue
+    stats = plot_fairness.fairness_stats(
+      plot_fairness.client_accuracies(os.path.join(runs_dir, cell.name))
+    )
+    point = {'label': cell.label, **stats}
+    if cell.algorithm == 'AdaFedAdam':
+      point['alpha'] = cell.param
+    points.append(point)
+  plot_fairness.pareto_figure(points, os.path.join(out, 'pareto.png'), setup='SYNTHETIC')
+  plot_fairness.pareto_figure(
+    points,
+    os.path.join(out, 'pareto_std.png'),
+    setup='SYNTHETIC',
+    axes=('avg', 'std', 'average local accuracy (%)', 'STD of local accuracy (%)'),
+  )
+  print(f'wrote {out}/density.png, curves.png, pareto.png, pareto_std.png', flush=True)
+
+
+def main(argv: list[str]) -> int:
+  return cell_runner.run_main('reproduce_synthetic', _main, argv)
+
+
+def _main(argv: list[str]) -> int:
+  logging.set_verbosity(logging.WARNING)
+  cell_runner.check_driver_flags(FLAGS, argv)
+  if not 1 <= FLAGS.clients_per_round <= 100:
+    raise UsageError(f'--clients_per_round must be in [1, 100], got {FLAGS.clients_per_round}')
+  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  out = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.out))
+  first = main_cells(None) + tuning_cells() + pareto_cells()
+  if FLAGS.dry_run:
+    for cell in first:
+      print(shlex.join(trainer_command(cell, runs_dir)))
+    print('# then FedProx on the other seeds with the tuned mu')
+    return 0
+  failed, runner = [], None
+  if not FLAGS.report_only:
+    stopped, failed, runner = cell_runner.run_cells(
+      first, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds
+    )
+    if stopped is not None:
+      return stopped
+  mu, tuning = tuned_mu(runs_dir)
+  cells = main_cells(mu)
+  if mu is not None and not FLAGS.report_only:
+    rest = [c for c in cells if c.algorithm == 'FedProx' and c.seed != seeds()[0]]
+    if rest:
+      stopped, more_failed, more_runner = cell_runner.run_cells(
+        rest, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds
+      )
+      if stopped is not None:
+        return stopped
+      if more_failed:
+        cell_runner.report_failures('reproduce_synthetic', more_failed, more_runner, runs_dir)
+  others = [c for c in tuning_cells() + pareto_cells() if c.name not in {x.name for x in cells}]
+  write_report(cells, others, mu, tuning, runs_dir, out)
+  if runner is not None:
+    cell_runner.report_failures('reproduce_synthetic', failed, runner, runs_dir)
+  return 1 if failed else 0
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,1 @@
+"""Reddi et al. 2021, Adaptive Federated Optimization: published settings, results, presets."""
