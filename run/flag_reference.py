@@ -1,0 +1,77 @@
+"""Writes docs/flags.md, the trainer's flag reference, from the flag definitions in run/flags.py.
+
+  python -m run.flag_reference            # rewrites docs/flags.md
+  python -m run.flag_reference --check    # exit 1 (naming the file) if docs/flags.md is stale
+
+One table per section of `run.flags.SECTIONS`: each flag with its default and its help text.
+tests/test_docs.py fails when the committed file differs from what this writes.
+"""
+
+import os
+import sys
+
+from absl import flags
+
+from run import flags as trainer_flags
+
+# The checkout's docs/flags.md (under `bazel run`, the workspace's, not the runfiles copy).
+_ROOT = os.environ.get('BUILD_WORKSPACE_DIRECTORY') or os.path.dirname(
+  os.path.dirname(os.path.abspath(__file__))
+)
+PATH = os.path.join(_ROOT, 'docs', 'flags.md')
+
+HEADER = """# Trainer flags
+
+`python -m run.federated_trainer --flag=value ...` (or `bazel run //run:federated_trainer --
+...`). Generated from the flag definitions in `run/flags.py` by `python -m run.flag_reference`; do
+not edit by hand. A default of "task's" means the task's published default
+(`tff_adaptive/tasks/`, [data_and_tasks.md](data_and_tasks.md)); a flag the chosen algorithm or
+optimizer does not read is warned about and not recorded. Flag files: `--flagfile=FILE` (one
+`--flag=value` per line, `#` comments), e.g. the presets under `reproductions/`.
+"""
+
+
+def _default(flag: flags.Flag) -> str:
+  if flag.default is None:
+    return "task's" if "task's" in flag.help else '(none)'
+  if isinstance(flag.default, list):
+    return ','.join(flag.default) if flag.default else '(empty)'
+  return str(flag.default)
+
+
+def _cell(text: str) -> str:
+  return ' '.join(text.split()).replace('|', '\\|')
+
+
+def markdown() -> str:
+  """The flag reference: a table per section, flags in section order."""
+  lines = [HEADER]
+  for title, names in trainer_flags.SECTIONS:
+    lines += [f'## {title}', '', '| flag | default | meaning |', '|---|---|---|']
+    for name in names:
+      flag = flags.FLAGS[name]
+      lines.append(f'| `--{name}` | `{_cell(_default(flag))}` | {_cell(flag.help)} |')
+    lines.append('')
+  return '\n'.join(lines)
+
+
+def main(argv: list[str]) -> int:
+  text = markdown()
+  if argv[1:] == ['--check']:
+    with open(PATH) as f:
+      if f.read() == text:
+        return 0
+    print(f'{PATH} is stale: run python -m run.flag_reference', file=sys.stderr)
+    return 1
+  if argv[1:]:
+    print('usage: python -m run.flag_reference [--check]', file=sys.stderr)
+    return 2
+  with open(PATH + '.tmp', 'w') as f:
+    f.write(text)
+  os.replace(PATH + '.tmp', PATH)
+  print(f'wrote {PATH}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))

@@ -1,0 +1,58 @@
+"""The docs stay true to the code: the flag reference is the flag definitions', every flag is in
+one section, links between the docs resolve, and the README stays a front page."""
+
+import pathlib
+import re
+
+from absl import flags
+
+from run import flag_reference
+from run import flags as trainer_flags
+from tests import repo_files
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_flag_reference_is_generated_from_the_flag_definitions():
+  committed = (REPO / 'docs' / 'flags.md').read_text()
+  assert committed == flag_reference.markdown(), (
+    'docs/flags.md is stale: python -m run.flag_reference'
+  )
+
+
+def test_every_trainer_flag_is_in_exactly_one_section():
+  defined = [f.name for f in flags.FLAGS.get_flags_for_module(trainer_flags.__name__)]
+  listed = [name for _, names in trainer_flags.SECTIONS for name in names]
+  assert sorted(listed) == sorted(defined)
+  assert len(set(listed)) == len(listed)
+
+
+def test_the_reference_names_each_flag_with_its_default():
+  text = flag_reference.markdown()
+  assert '| `--server_optimizer` | `sgd` |' in text
+  assert "| `--client_learning_rate` | `task's` |" in text
+  assert text.count('| `--') == len(flags.FLAGS.get_flags_for_module(trainer_flags.__name__))
+
+
+def _markdown_files() -> list[pathlib.Path]:
+  return [p for p in repo_files.tracked_files('*.md') if 'results' not in p.parts]
+
+
+def test_relative_links_in_the_docs_resolve():
+  broken = []
+  for path in _markdown_files():
+    for target in re.findall(r'\]\(([^)\s]+)\)', path.read_text()):
+      if re.match(r'[a-z]+:', target) or target.startswith('#'):
+        continue
+      if not (path.parent / target.split('#')[0]).exists():
+        broken.append(f'{path.relative_to(REPO)}: {target}')
+  assert broken == []
+
+
+def test_readme_is_a_front_page():
+  readme = (REPO / 'README.md').read_text()
+  assert len(readme.splitlines()) <= 230
+  for page in ('algorithms', 'client_optimizers', 'engines_and_workers', 'data_and_tasks'):
+    assert f'docs/{page}.md' in readme
+  for page in ('reproductions', 'architecture', 'flags', 'trainer', 'library'):
+    assert f'docs/{page}.md' in readme
