@@ -2,9 +2,15 @@
 
 `runtime.local_execution()` starts TFF's worker_binary with a parent-death signal and stops it
 at the end of the session, so the suite never leaves a worker behind (tools/test.sh checks).
+
+tools/test.sh runs the files on two pytest-xdist workers (`--dist loadfile`); the heaviest files
+are collected first so that neither worker is left alone with a long file at the end, and one
+trainer run that two files compare against is made once for both workers.
 """
 
+import fcntl
 import os
+import pathlib
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -26,3 +32,47 @@ def tff_data_dir(tmp_path_factory):
   from tests import fixtures  # pylint: disable=g-import-not-at-top
 
   return fixtures.write_all(str(tmp_path_factory.mktemp('tff_data')))
+
+
+# Files by descending run time (measured with --durations; only the order matters). Under
+# `--dist loadfile` xdist hands out files in collection order, so longest first keeps the two
+# workers busy until the end. Files not listed keep their order after these.
+_HEAVIEST_FIRST = (
+  'test_trainer.py',
+  'test_engine_parity.py',
+  'test_fedpa_trainer.py',
+  'test_fair_trainer.py',
+  'test_robustness.py',
+  'test_remote_workers.py',
+  'test_kim2024.py',
+  'test_tasks.py',
+)
+
+
+def pytest_collection_modifyitems(items):
+  rank = {name: i for i, name in enumerate(_HEAVIEST_FIRST)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
+
+
+def _shared_dir(tmp_path_factory) -> pathlib.Path:
+  """A directory this pytest run's xdist workers share (this worker's own without xdist)."""
+  base = tmp_path_factory.getbasetemp()
+  return base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base
+
+
+@pytest.fixture(scope='session')
+def synthetic_adam_run(tmp_path_factory) -> pathlib.Path:
+  """One uninterrupted 8-round FedAdam run of the synthetic task, checkpoints every 2 rounds
+  (test_trainer's run A): the reference of the determinism and resume tests and of
+  test_robustness. Made once per test run and shared by the xdist workers (the first to ask
+  makes it under a lock); its experiment directory is read-only: copy it to change it."""
+  from tests import test_trainer  # pylint: disable=g-import-not-at-top
+
+  shared = _shared_dir(tmp_path_factory) / 'synthetic_adam_run'
+  shared.mkdir(exist_ok=True)
+  with open(shared / 'lock', 'w') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not (shared / 'done').exists():
+      test_trainer.run_trainer([*test_trainer.RUN_A, f'--root_output_dir={shared / "out"}'])
+      (shared / 'done').touch()
+  return shared / 'out' / test_trainer.RUN_A_NAME

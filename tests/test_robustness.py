@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from tests.test_trainer import RUN_A
+from tests.test_trainer import RUN_A_NAME
 from tests.test_trainer import Trainer
 from tests.test_trainer import _assert_workers_gone
 from tests.test_trainer import _client_eval
@@ -24,23 +26,16 @@ from tests.test_trainer import _snapshot
 from tests.test_trainer import run_trainer
 
 TOTAL = 8
-ARGS = [
-  '--task=synthetic',
-  '--server_optimizer=adam',
-  '--server_learning_rate=0.01',
-  f'--total_rounds={TOTAL}',
-  '--rounds_per_eval=3',
-  '--rounds_per_checkpoint=2',
-]
-NAME = 'synthetic_adam_seed1'
+ARGS = list(RUN_A)
+NAME = RUN_A_NAME
+assert f'--total_rounds={TOTAL}' in ARGS
 
 
-@pytest.fixture(scope='module')
-def reference(tmp_path_factory):
-  """The experiment directory of the uninterrupted run."""
-  root = tmp_path_factory.mktemp('reference')
-  run_trainer([*ARGS, f'--root_output_dir={root}'])
-  return root / NAME
+@pytest.fixture
+def reference(synthetic_adam_run):
+  """The experiment directory of the uninterrupted run of ARGS (test_trainer's run A, made once
+  for both files: conftest.py)."""
+  return synthetic_adam_run
 
 
 def _same_as_reference(experiment, reference):

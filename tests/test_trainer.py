@@ -429,7 +429,7 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
 # 2./3. Determinism and exact resumption, against one uninterrupted 8-round run A.
 
 _TOTAL = 8
-_RUN_A = [
+RUN_A = [
   '--task=synthetic',
   '--server_optimizer=adam',
   '--server_learning_rate=0.01',
@@ -437,29 +437,28 @@ _RUN_A = [
   '--rounds_per_eval=3',
   '--rounds_per_checkpoint=2',
 ]
-_RUN_A_NAME = 'synthetic_adam_seed1'
+RUN_A_NAME = 'synthetic_adam_seed1'
 
 
-@pytest.fixture(scope='module')
-def run_a(tmp_path_factory) -> pathlib.Path:
-  """The experiment directory of run A (uninterrupted, 8 rounds, checkpoints every 2)."""
-  root = tmp_path_factory.mktemp('run_a')
-  run_trainer([*_RUN_A, f'--root_output_dir={root}'])
-  return root / _RUN_A_NAME
+@pytest.fixture
+def run_a(synthetic_adam_run) -> pathlib.Path:
+  """The experiment directory of run A (uninterrupted, 8 rounds, checkpoints every 2; made once
+  for test_trainer and test_robustness: conftest.py)."""
+  return synthetic_adam_run
 
 
 def test_same_seed_gives_identical_metrics(run_a, tmp_path):
-  run_trainer([*_RUN_A, f'--root_output_dir={tmp_path}'])
-  header, rows = _read_metrics(tmp_path / _RUN_A_NAME)
+  run_trainer([*RUN_A, f'--root_output_dir={tmp_path}'])
+  header, rows = _read_metrics(tmp_path / RUN_A_NAME)
   header_a, rows_a = _read_metrics(run_a)
   assert len(rows_a) == _TOTAL
   assert header == header_a
   assert rows == rows_a  # every column but seconds_per_round, as printed (bit-exact)
-  assert _client_eval(tmp_path / _RUN_A_NAME) == _client_eval(run_a)
+  assert _client_eval(tmp_path / RUN_A_NAME) == _client_eval(run_a)
 
 
 def test_different_seed_gives_different_train_loss(run_a, tmp_path):
-  run_trainer([*_RUN_A, '--seed=2', f'--root_output_dir={tmp_path}'])
+  run_trainer([*RUN_A, '--seed=2', f'--root_output_dir={tmp_path}'])
   _, rows = _read_metrics(tmp_path / 'synthetic_adam_seed2')
   _, rows_a = _read_metrics(run_a)
   assert [r['round_num'] for r in rows] == [r['round_num'] for r in rows_a]
@@ -469,8 +468,8 @@ def test_different_seed_gives_different_train_loss(run_a, tmp_path):
 
 _RESUME_VARIANTS = {
   # name: (extra flags on top of run A's, experiment directory name)
-  'fedopt-tff': ([], _RUN_A_NAME),
-  'fedopt-inprocess': (['--engine=inprocess'], f'{_RUN_A_NAME}_inprocess'),
+  'fedopt-tff': ([], RUN_A_NAME),
+  'fedopt-inprocess': (['--engine=inprocess'], f'{RUN_A_NAME}_inprocess'),
   'scaffold-tff': (
     ['--algorithm=scaffold', '--server_optimizer=sgd', '--server_learning_rate=1'],
     'synthetic_scaffold_sgd_seed1',
@@ -492,11 +491,11 @@ def test_resume_after_sigkill_is_exact(run_a, tmp_path, variant):
   extra, name = _RESUME_VARIANTS[variant]
   if extra:  # the uninterrupted reference of this variant
     reference_root = tmp_path / 'reference'
-    run_trainer([*_RUN_A, *extra, f'--root_output_dir={reference_root}'])
+    run_trainer([*RUN_A, *extra, f'--root_output_dir={reference_root}'])
     reference = reference_root / name
   else:
     reference = run_a
-  args = [*_RUN_A, *extra, f'--root_output_dir={tmp_path / "killed"}']
+  args = [*RUN_A, *extra, f'--root_output_dir={tmp_path / "killed"}']
   experiment = tmp_path / 'killed' / name
   trainer = Trainer(args)
   trainer.wait_for_line(rf'^round 5/{_TOTAL} ')
@@ -526,10 +525,10 @@ def test_resume_after_sigkill_is_exact(run_a, tmp_path, variant):
 
 
 def test_hparams_mismatch_refuses_and_keeps_files(run_a, tmp_path):
-  experiment = tmp_path / _RUN_A_NAME
+  experiment = tmp_path / RUN_A_NAME
   shutil.copytree(run_a, experiment)
   before = _snapshot(experiment)
-  trainer = Trainer([*_RUN_A, '--server_learning_rate=0.02', f'--root_output_dir={tmp_path}'])
+  trainer = Trainer([*RUN_A, '--server_learning_rate=0.02', f'--root_output_dir={tmp_path}'])
   assert trainer.finish() == 2, trainer.report()
   assert not trainer.workers
   [line] = trainer.stderr_lines

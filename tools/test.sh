@@ -10,7 +10,9 @@ bash tools/setup.sh
 .venv/bin/ruff check --quiet . || { echo "test.sh: error: run .venv/bin/ruff check --fix ." >&2; exit 1; }
 export TFF_ADAPTIVE_TEST_RUN="test-run-$$-$(date +%s%N)"
 status=0
-TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python -m pytest "$@" || status=$?
+# Test files run in parallel, one file per worker at a time (--dist loadfile keeps a file's
+# shared trainer runs in one process); TEST_WORKERS=0 runs serially.
+TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile "$@" || status=$?
 sleep 1
 leaked=""
 for pid in $(pgrep -x worker_binary || true); do
