@@ -7,10 +7,13 @@ lower floors; never a unit of its own floor or of a higher one.
 
 import ast
 import importlib
+from importlib import metadata
 import inspect
 import pathlib
 import tomllib
 
+from packaging import requirements
+from packaging import utils
 import pytest
 
 from tests import repo_files
@@ -177,6 +180,32 @@ def test_the_wheel_ships_every_library_package():
   packages = {m for m in LIBRARY}
   assert set(config['packages']) == packages
   assert mapped == {'tff_adaptive.tasks': 'tasks', 'tff_adaptive.datasets': 'datasets'}
+
+
+def _pins(path: pathlib.Path) -> dict:
+  """{canonical name: Requirement} of a requirements file (comments and blank lines skipped)."""
+  pins = {}
+  for line in path.read_text().splitlines():
+    line = line.split('#')[0].strip()
+    if line:
+      requirement = requirements.Requirement(line)
+      pins[utils.canonicalize_name(requirement.name)] = requirement
+  return pins
+
+
+def test_the_package_dependencies_admit_the_verified_versions():
+  """Every dependency of the package is in requirements.txt, and the version tools/setup.sh
+  installed from there (what this suite runs on) satisfies the package's specifier."""
+  project = tomllib.loads((REPO / 'pyproject.toml').read_text())['project']
+  pins = {**_pins(REPO / 'requirements.txt'), **_pins(REPO / 'requirements-nodeps.txt')}
+  for line in project['dependencies']:
+    requirement = requirements.Requirement(line)
+    name = utils.canonicalize_name(requirement.name)
+    assert name in pins, f'{name} is a dependency of the package but not in requirements.txt'
+    version = metadata.version(name)
+    assert requirement.specifier.contains(version), (line, version, str(pins[name]))
+  # The pin that keeps TensorFlow Datasets from pulling in a NumPy-2-only pyarrow.
+  assert any(d.replace(' ', '') == 'tensorflow-datasets==4.9.3' for d in project['dependencies'])
 
 
 def test_nothing_points_outside_the_repository():
