@@ -230,8 +230,30 @@ def main(argv):
     print(f'done: {_summary(final.row)}\nresults: {output_dir}/metrics.csv', flush=True)
 
 
+def _flagfiles_from(base_dir: str, argv: list[str]) -> list[str]:
+  """argv with each relative `--flagfile=PATH` (or `--flagfile PATH`) joined onto base_dir.
+
+  Under `bazel run` the working directory is the runfiles tree, and absl opens flag files before
+  main() can resolve paths: without this, `--flagfile=reproductions/.../x.flags` typed at the
+  repository root is not found.
+  """
+  out = list(argv[:1])
+  rest = iter(argv[1:])
+  for arg in rest:
+    for prefix in ('--flagfile=', '-flagfile='):
+      if arg.startswith(prefix):
+        arg = prefix + os.path.join(base_dir, os.path.expanduser(arg[len(prefix) :]))
+    if arg in ('--flagfile', '-flagfile'):
+      out.append(arg)
+      arg = os.path.join(base_dir, os.path.expanduser(next(rest, '')))
+    out.append(arg)
+  return out
+
+
 def _parse_flags(argv):
   """absl's parsing, with a bad flag or value reported in one line and exit code 2."""
+  if 'BUILD_WORKING_DIRECTORY' in os.environ:
+    argv = _flagfiles_from(os.environ['BUILD_WORKING_DIRECTORY'], argv)
   try:
     return FLAGS(argv)
   except flags.Error as e:

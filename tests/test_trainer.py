@@ -970,6 +970,45 @@ def test_divergence_exits_3_and_keeps_earlier_rounds(run_a, tmp_path, engine):
   assert _read_metrics(experiment)[1][0] == first_row
 
 
+def test_relative_flagfile_is_read_from_where_bazel_run_was_typed(tmp_path):
+  """`bazel run` runs the trainer in its runfiles tree and says where the command was typed in
+  BUILD_WORKING_DIRECTORY: a relative --flagfile (and the file's relative --root_output_dir)
+  resolve from there. Here the repository stands in for the runfiles tree."""
+  typed = tmp_path / 'typed'
+  (typed / 'presets').mkdir(parents=True)
+  (typed / 'presets' / 'tiny.flags').write_text(
+    '# a preset\n--task=synthetic\n--total_rounds=1\n--rounds_per_eval=1\n--root_output_dir=out\n'
+  )
+  env = {**_env(), 'BUILD_WORKING_DIRECTORY': str(typed)}
+  result = subprocess.run(
+    _command(['--flagfile=presets/tiny.flags', '--experiment_name=tiny']),
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=RUN_TIMEOUT_S,
+    check=False,
+  )
+  assert result.returncode == 0, result.stderr
+  _, rows = _read_metrics(typed / 'out' / 'tiny')
+  assert [row['round_num'] for row in rows] == ['1']
+  assert not (REPO / 'out').exists() and not (REPO / 'presets').exists()
+
+
+def test_flagfile_paths_are_joined_onto_the_typed_directory():
+  from run import federated_trainer  # pylint: disable=g-import-not-at-top
+
+  argv = ['trainer', '--flagfile=a.flags', '--flagfile', 'b/c.flags', '--flagfile=/abs/d.flags']
+  assert federated_trainer._flagfiles_from('/typed', argv) == [
+    'trainer',
+    '--flagfile=/typed/a.flags',
+    '--flagfile',
+    '/typed/b/c.flags',
+    '--flagfile=/abs/d.flags',
+  ]
+  assert federated_trainer._flagfiles_from('/typed', ['t', '--task=x']) == ['t', '--task=x']
+
+
 def test_sigint_exits_130_and_stops_worker(tmp_path):
   trainer = Trainer(
     [
