@@ -588,6 +588,36 @@ def _or(value, default):
   return default if value is None else value
 
 
+# The names the optimizers' own checks use -> the flag that sets them.
+_SERVER_FIELD_FLAGS = {
+  'learning_rate': '--server_learning_rate',
+  'momentum': '--server_momentum',
+  'tau': '--tau',
+  'beta_1': '--server_beta_1',
+  'beta_2': '--server_beta_2',
+  'initial_accumulator_value': '--initial_accumulator_value',
+  'variant': '--adaptive_variant',
+}
+_CLIENT_FIELD_FLAGS = {
+  'client learning_rate': '--client_learning_rate',
+  'client momentum': '--client_momentum',
+  'client beta_1': '--client_beta_1',
+  'client beta_2': '--client_beta_2',
+  'client epsilon': '--client_epsilon',
+  'client epochs': '--client_epochs_per_round',
+  'client max_epochs': '--client_epochs_max',
+  'client batch_size': '--client_batch_size',
+}
+
+
+def _name_the_flag(message: str, field_flags: dict[str, str]) -> str:
+  """'momentum must be in [0, 1), got 1.5' -> '--server_momentum must be in [0, 1), got 1.5'."""
+  for field in sorted(field_flags, key=len, reverse=True):
+    if message.startswith((f'{field} ', f'{field}=')):
+      return field_flags[field] + message[len(field) :]
+  return message
+
+
 def experiment_config_from_flags() -> ExperimentConfig:
   """Validates the flags and builds the run's config (no data or TFF work).
 
@@ -744,6 +774,9 @@ def experiment_config_from_flags() -> ExperimentConfig:
       certainty_lr_from_step=FLAGS.adaadam_certainty_lr_from_step,
     )
     server_optimizers.build_server_optimizer(server)  # validates the hyperparameters
+  except ValueError as e:
+    raise ValueError(_name_the_flag(str(e), _SERVER_FIELD_FLAGS)) from None
+  try:
     client = algorithms.ClientTrainingConfig(
       optimizer=client_optimizers.ClientOptimizerConfig(
         name=FLAGS.client_optimizer,
@@ -774,7 +807,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       max_epochs=FLAGS.client_epochs_max,
     )
   except ValueError as e:
-    raise ValueError(f'{e} (check the matching flag)') from None
+    raise ValueError(_name_the_flag(str(e), _CLIENT_FIELD_FLAGS)) from None
   fedpa_hparams = _fedpa_from_flags(total_rounds, FLAGS.client_epochs_per_round)
   fair_hparams = _fair_hparams_from_flags()
   if FLAGS.algorithm == 'fednova' and FLAGS.client_optimizer not in fednova.CLIENT_OPTIMIZERS:

@@ -704,6 +704,19 @@ _BAD_INPUT = {
     ['--task=synthetic', '--client_learning_rate=-1'],
     ['--client_learning_rate', '> 0', 'got -1.0'],
   ),
+  # The optimizers' own checks, named by the flag that sets the value.
+  'server_momentum': (
+    ['--task=synthetic', '--server_optimizer=sgdm', '--server_momentum=1.5'],
+    ['--server_momentum must be in [0, 1), got 1.5'],
+  ),
+  'client_momentum': (
+    ['--task=synthetic', '--client_optimizer=sgdm', '--client_momentum=-1'],
+    ['--client_momentum must be in [0, 1), got -1.0'],
+  ),
+  'initial_accumulator_value': (
+    ['--task=synthetic', '--server_optimizer=adagrad', '--initial_accumulator_value=-1'],
+    ['--initial_accumulator_value must be >= 0, got -1.0'],
+  ),
   'tau': (['--task=synthetic', '--server_optimizer=adam', '--tau=0'], ['--tau', '> 0', 'got 0.0']),
   'client_batch_size': (
     ['--task=synthetic', '--client_batch_size=0'],
