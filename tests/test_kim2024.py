@@ -92,3 +92,20 @@ def test_step_size_plot_traces_both_gradient_options(tmp_path):
     assert 0 < float(r['eta']) <= float(r['growth_candidate']) or r['local_step'] == '1'
   assert float(rows[0]['eta']) == pytest.approx(0.2)
   assert 'curvature candidate the smaller in' in result.stdout
+
+
+@pytest.mark.parametrize(
+  'driver, written',
+  [
+    ('reproductions.kim2024_delta_sgd.reproduce', 'table1_fmnist.md'),
+    ('reproductions.alshedivat2021_fedpa.reproduce_fmnist', 'fedpa_fmnist.md'),
+    ('reproductions.ju2023_adafedadam.reproduce_synthetic', 'table5_synthetic.md'),
+  ],
+)
+def test_report_only_writes_the_report_without_running(tmp_path, driver, written):
+  """--report_only on a runs directory with no cells yet: the tables (empty of ours), exit 0."""
+  result = _run(driver, '--report_only', f'--runs_dir={tmp_path / "runs"}', f'--out={tmp_path}')
+  assert result.returncode == 0, result.stderr
+  assert 'Traceback' not in result.stderr
+  assert (tmp_path / written).is_file()
+  assert not (tmp_path / 'runs').exists() or not any((tmp_path / 'runs').iterdir())

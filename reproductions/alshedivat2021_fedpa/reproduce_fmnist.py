@@ -308,7 +308,7 @@ def _main(argv: list[str]) -> int:
     for cell in cells:
       print(shlex.join(trainer_command(cell, runs_dir)))
     return 0
-  failed = []
+  failed, runner = [], None  # --report_only: nothing runs, nothing fails
   if not FLAGS.report_only:
     stopped, failed, runner = cell_runner.run_cells(
       cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds

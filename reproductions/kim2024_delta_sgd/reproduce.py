@@ -559,7 +559,7 @@ def _main(argv: list[str]) -> int:
         + f' >> {cell_runner.log_path(runs_dir, cell)} 2>&1'
       )
     return 0
-  failed = []
+  failed, runner = [], None  # --report_only: nothing runs, nothing fails
   if not FLAGS.report_only:
     stopped, failed, runner = cell_runner.run_cells(
       cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds
