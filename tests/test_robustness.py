@@ -139,8 +139,16 @@ def test_sigterm_stops_like_ctrl_c_and_the_run_resumes_exactly(reference, tmp_pa
   assert 'terminated (SIGTERM); rerun the same command to resume' in line, line
   assert workers, trainer.report()
   _assert_workers_gone(workers)
+  # It finished the round in progress (5, or later under load) and checkpointed it, although checkpoints are
+  # every 2 rounds: no finished round is lost.
+  stopped = int(trainer.wait_for_line(r'^stopped after round \d+ \(SIGTERM\)').split()[3])
+  assert stopped in (5, 6, 7), trainer.report()
+  _, rows = _read_metrics(tmp_path / NAME)
+  assert rows[-1]['round_num'] == str(stopped), trainer.report()
+  checkpoints = os.listdir(tmp_path / NAME / 'checkpoints')
+  assert f'program_state_{stopped}' in checkpoints, checkpoints
   resumed = run_trainer(args)
-  assert 'Resuming' in resumed.stdout
+  assert f'Resuming {tmp_path / NAME} after round {stopped}' in resumed.stdout, resumed.report()
   _same_as_reference(tmp_path / NAME, reference)
 
 

@@ -16,6 +16,9 @@ Outputs under <root_output_dir>/<experiment_name>/:
 Randomness is a function of (seed, round): client sampling (`sampling`) and each client's seed
 (`core.seeds.client_seed`). Resuming from the checkpoint of round r reproduces rounds r+1..
 exactly.
+
+Ctrl-C and SIGTERM stop the loop after the round in progress, with a checkpoint of that round
+(`stopping.StopAtRoundEnd`); a second one stops at once.
 """
 
 import asyncio
@@ -41,6 +44,7 @@ from tff_adaptive.engines import base as engine_base
 from tff_adaptive.loop import client_states
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import outputs
+from tff_adaptive.loop import stopping
 from tff_adaptive.loop import targets
 
 # Checkpoints kept; the client-state store keeps the same number of snapshots, so that every
@@ -344,84 +348,99 @@ def run_training(
   tracker = _Targets(history, config, warn)
   row = collections.OrderedDict()
   round_times = []
-  for round_num in range(start_round + 1, config.total_rounds + 1):
-    started = time.perf_counter()
-    sampled = sampler(round_num)
-    clients = [
-      engine_base.RoundClient(
-        cid,
-        train_clients[cid],
-        seeds.client_seed(config.seed, round_num, client_index[cid], population),
-        store.get(cid) if store is not None else None,
-      )
-      for cid in sampled
-    ]
-    try:
-      result = engine.next(state, clients)
-      row = collections.OrderedDict(result.metrics)
-      if row.get('client_invalid_max', 0) > 0 or not math.isfinite(row['train_loss']):
-        problem = _client_loss_problem(
-          evaluator,
-          engine.model_weights(state),
-          initial_weights,
-          sampled,
-          train_clients,
-          engine.algorithm.needs_positive_initial_loss,
-        )
-        if problem is not None:
-          raise ClientLossError(
-            f'round {round_num}: {problem}; checkpoints and metrics up to round {round_num - 1} '
-            f'are intact in {output_dir}'
-          )
-      new_weights = engine.model_weights(result.state)
-    except runtime.WorkerLostError as e:
-      raise WorkerLostError(
-        f'round {round_num}: {e}; checkpoints and metrics up to round {round_num - 1} are '
-        f'intact in {output_dir}; rerun the same command once it is back (or with other '
-        'workers) to resume'
-      ) from None
-    diverged = (
-      not math.isfinite(row['train_loss'])
-      or row['train_update_non_finite'] > 0
-      or not _all_finite(new_weights.trainable)
-    )
-    if diverged:
-      raise DivergenceError(
-        f'training diverged in round {round_num} (train_loss={row["train_loss"]}); '
-        f'checkpoints and metrics up to round {round_num - 1} are intact in {output_dir}; '
-        'try a smaller learning rate'
-      )
-    state = result.state
+
+  def checkpoint(round_num):
     if store is not None:
-      for cid, client_state in zip(sampled, result.client_states):
-        store.put(cid, client_state, round_num)
-    last = round_num == config.total_rounds
-    if round_num % config.rounds_per_eval == 0 or last:
-      # A finite model can still have infinite losses (e.g. after a huge server step): they
-      # are recorded as inf/nan, without numpy's RuntimeWarnings on stderr.
-      with np.errstate(over='ignore', invalid='ignore'):
-        row.update(_flatten('eval', evaluator.evaluate(new_weights, validation_data(round_num))))
-        if last and final_test is not None:
-          row.update(_flatten('eval_final', evaluator.evaluate_chunks(new_weights, final_test())))
-        if client_test is not None:
-          summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
-          row.update(_flatten('eval_client', summary))
-          outputs.write_client_eval(output_dir, round_num, per_client)
-      tracker.add(row, round_num)
-    round_times.append(time.perf_counter() - started)
-    row['seconds_per_round'] = round_times[-1]
-    asyncio.run(csv_manager.release(row, round_num))
-    asyncio.run(tb_manager.release(row, round_num))
-    if round_num % config.rounds_per_checkpoint == 0 or last:
+      store.commit(round_num)  # before the checkpoint: every checkpoint has its snapshot
+    asyncio.run(state_manager.save(state, round_num))
+
+  with stopping.StopAtRoundEnd(log) as stop:
+    for round_num in range(start_round + 1, config.total_rounds + 1):
+      started = time.perf_counter()
+      sampled = sampler(round_num)
+      clients = [
+        engine_base.RoundClient(
+          cid,
+          train_clients[cid],
+          seeds.client_seed(config.seed, round_num, client_index[cid], population),
+          store.get(cid) if store is not None else None,
+        )
+        for cid in sampled
+      ]
+      try:
+        result = engine.next(state, clients)
+        row = collections.OrderedDict(result.metrics)
+        if row.get('client_invalid_max', 0) > 0 or not math.isfinite(row['train_loss']):
+          problem = _client_loss_problem(
+            evaluator,
+            engine.model_weights(state),
+            initial_weights,
+            sampled,
+            train_clients,
+            engine.algorithm.needs_positive_initial_loss,
+          )
+          if problem is not None:
+            raise ClientLossError(
+              f'round {round_num}: {problem}; checkpoints and metrics up to round {round_num - 1} '
+              f'are intact in {output_dir}'
+            )
+        new_weights = engine.model_weights(result.state)
+      except runtime.WorkerLostError as e:
+        raise WorkerLostError(
+          f'round {round_num}: {e}; checkpoints and metrics up to round {round_num - 1} are '
+          f'intact in {output_dir}; rerun the same command once it is back (or with other '
+          'workers) to resume'
+        ) from None
+      diverged = (
+        not math.isfinite(row['train_loss'])
+        or row['train_update_non_finite'] > 0
+        or not _all_finite(new_weights.trainable)
+      )
+      if diverged:
+        raise DivergenceError(
+          f'training diverged in round {round_num} (train_loss={row["train_loss"]}); '
+          f'checkpoints and metrics up to round {round_num - 1} are intact in {output_dir}; '
+          'try a smaller learning rate'
+        )
+      state = result.state
       if store is not None:
-        store.commit(round_num)  # before the checkpoint: every checkpoint has its snapshot
-      asyncio.run(state_manager.save(state, round_num))
-    recent = float(np.median(round_times[-20:]))
-    eta = recent * (config.total_rounds - round_num)
-    print(
-      f'round {round_num}/{config.total_rounds} {_progress_fields(row)} '
-      f'{round_times[-1]:.2f}s/round eta {eta:.0f}s',
-      file=log,
-      flush=True,
-    )
+        for cid, client_state in zip(sampled, result.client_states):
+          store.put(cid, client_state, round_num)
+      last = round_num == config.total_rounds
+      if round_num % config.rounds_per_eval == 0 or last:
+        # A finite model can still have infinite losses (e.g. after a huge server step): they
+        # are recorded as inf/nan, without numpy's RuntimeWarnings on stderr.
+        with np.errstate(over='ignore', invalid='ignore'):
+          row.update(_flatten('eval', evaluator.evaluate(new_weights, validation_data(round_num))))
+          if last and final_test is not None:
+            row.update(_flatten('eval_final', evaluator.evaluate_chunks(new_weights, final_test())))
+          if client_test is not None:
+            summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
+            row.update(_flatten('eval_client', summary))
+            outputs.write_client_eval(output_dir, round_num, per_client)
+        tracker.add(row, round_num)
+      round_times.append(time.perf_counter() - started)
+      row['seconds_per_round'] = round_times[-1]
+      asyncio.run(csv_manager.release(row, round_num))
+      asyncio.run(tb_manager.release(row, round_num))
+      checkpointed = round_num % config.rounds_per_checkpoint == 0 or last
+      if checkpointed:
+        checkpoint(round_num)
+      recent = float(np.median(round_times[-20:]))
+      eta = recent * (config.total_rounds - round_num)
+      print(
+        f'round {round_num}/{config.total_rounds} {_progress_fields(row)} '
+        f'{round_times[-1]:.2f}s/round eta {eta:.0f}s',
+        file=log,
+        flush=True,
+      )
+      if stop.requested is not None and not last:
+        if not checkpointed:
+          checkpoint(round_num)
+        print(
+          f'stopped after round {round_num} ({stop.requested_name}); its checkpoint is saved',
+          file=log,
+          flush=True,
+        )
+        stop.deliver()
   return TrainingResult(row, config.total_rounds)
