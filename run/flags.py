@@ -22,6 +22,7 @@ from tff_adaptive.algorithms import fednova
 from tff_adaptive.algorithms import fedpa as fedpa_algorithm
 from tff_adaptive.algorithms import fedpa_math
 from tff_adaptive.engines import inprocess
+from tff_adaptive.loop import outputs
 from tff_adaptive.loop import sampling
 from tff_adaptive.loop import targets
 from tff_adaptive.optimizers import client as client_optimizers
@@ -170,9 +171,10 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_integer(
   'fedpa_burnin_epochs',
-  1,
+  None,
   'FedPA: local IASG burn-in epochs per round; each later epoch gives one posterior sample '
-  '(l = client_epochs_per_round - fedpa_burnin_epochs >= 1).',
+  "(l = client_epochs_per_round - fedpa_burnin_epochs >= 1). Default: 1 (the authors' code), or 0 "
+  'when --client_epochs_per_round=1.',
 )
 flags.DEFINE_float(
   'fedpa_shrinkage',
@@ -242,9 +244,9 @@ flags.DEFINE_string('root_output_dir', 'results', 'Root of all experiment direct
 flags.DEFINE_string(
   'experiment_name',
   None,
-  'Experiment directory name (default: <task>_<server_optimizer>_seed<seed>, with '
-  '_<algorithm> after the task for algorithms other than fedopt and _<engine> at the end for '
-  'engines other than tff).',
+  'Experiment directory name (default: <task>_<algorithm>_<server_optimizer>_<client_optimizer>'
+  '_seed<seed>_<hash of the other hyperparameters>, and _<engine> for engines other than tff; '
+  'the same command finds its run again, a changed setting gets its own directory).',
 )
 flags.DEFINE_string(
   'client_sampler',
@@ -413,7 +415,7 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
   """
   client = config.client
   return {
-    'task': dataclasses.asdict(config.task),
+    'task': task_record(config.task),
     'algorithm': config.algorithm,
     'engine': config.engine,
     'server': server_optimizers.server_optimizer_record(config.server),
@@ -433,7 +435,26 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
     **{name: dataclasses.asdict(h) for name, h in config.algorithm_hparams().items()},
     # total_rounds may grow on a rerun (extending a run) unless a schedule depends on it,
     # in which case the schedule's record holds it too (and is fingerprinted).
-    'runtime': {'total_rounds': config.total_rounds, **dataclasses.asdict(config.runtime)},
+    # The data's location is not a hyperparameter: the same command from another checkout or
+    # machine resumes the run.
+    'runtime': {
+      'total_rounds': config.total_rounds,
+      'data_dir': config.task.data_dir,
+      **dataclasses.asdict(config.runtime),
+    },
+  }
+
+
+def task_record(config: tasks.TaskConfig) -> dict[str, Any]:
+  """The task's part of hparams.json: its name, seed and the options it reads (not data_dir)."""
+  return {
+    'name': config.name,
+    'seed': config.seed,
+    **{
+      field: getattr(config, field)
+      for field in tasks.TASKS[config.name].reads
+      if field != 'data_dir'
+    },
   }
 
 
@@ -477,11 +498,14 @@ _CLIENT_FLAG_FIELDS = {
 
 
 def ignored_flags(config: ExperimentConfig) -> list[str]:
-  """One line per flag given on the command line that the chosen optimizers do not read."""
+  """One line per flag given on the command line that the chosen task or parts do not read."""
   server = server_optimizers.SERVER_OPTIMIZERS[config.server.name].hparams
   client_entry = client_optimizers.CLIENT_OPTIMIZERS[config.client.optimizer.name]
   client = client_entry.hparams + (('learning_rate',) if client_entry.reads_learning_rate else ())
   lines = []
+  for flag in _TASK_FLAGS:
+    if FLAGS[flag].present and flag not in tasks.TASKS[config.task.name].reads:
+      lines.append(f'--{flag} is ignored by task {config.task.name!r}')
   for flag, field in _SERVER_FLAG_FIELDS.items():
     if FLAGS[flag].present and field not in server:
       lines.append(f'--{flag} is ignored by server optimizer {config.server.name!r}')
@@ -495,6 +519,9 @@ def ignored_flags(config: ExperimentConfig) -> list[str]:
           lines.append(f'--{flag} is ignored by algorithm {config.algorithm!r}')
   return lines
 
+
+# Task flags, each the `tasks.TaskConfig` field of its name; a task reads those of its entry.
+_TASK_FLAGS = ('data_dir', 'dirichlet_alpha', 'synthetic_alpha', 'synthetic_beta', 'num_clients')
 
 # Flags read by one algorithm only.
 _ALGORITHM_FLAGS = {
@@ -544,17 +571,23 @@ def _fedpa_from_flags(total_rounds: int, epochs: int) -> fedpa_algorithm.FedPAHP
   """FedPA's hyperparameters from the flags (None for other algorithms)."""
   if FLAGS.algorithm != 'fedpa':
     return None
-  for name in ('fedpa_burnin_rounds', 'fedpa_burnin_epochs'):
-    if FLAGS[name].value < 0:
-      raise ValueError(f'--{name} must be >= 0, got {FLAGS[name].value}')
+  # One burn-in epoch, as the authors' code (the paper's Table 6 does not print it); with one
+  # epoch per round that would leave no sample, so the default then samples from the start.
+  burnin_epochs = _or(FLAGS.fedpa_burnin_epochs, min(1, epochs - 1))
+  for name, value in (
+    ('fedpa_burnin_rounds', FLAGS.fedpa_burnin_rounds),
+    ('fedpa_burnin_epochs', burnin_epochs),
+  ):
+    if value < 0:
+      raise ValueError(f'--{name} must be >= 0, got {value}')
   if FLAGS.fedpa_burnin_rounds >= total_rounds:
     raise ValueError(
       f'--fedpa_burnin_rounds={FLAGS.fedpa_burnin_rounds} must be < --total_rounds='
       f'{total_rounds}: FedPA would never leave its FedAvg burn-in'
     )
-  if FLAGS.fedpa_burnin_epochs >= epochs:
+  if burnin_epochs >= epochs:
     raise ValueError(
-      f'--fedpa_burnin_epochs={FLAGS.fedpa_burnin_epochs} leaves no posterior sample: it must be '
+      f'--fedpa_burnin_epochs={burnin_epochs} leaves no posterior sample: it must be '
       f'< --client_epochs_per_round={epochs} (one sample per epoch after the burn-in)'
     )
   form = FLAGS.fedpa_shrinkage_form
@@ -564,7 +597,7 @@ def _fedpa_from_flags(total_rounds: int, epochs: int) -> fedpa_algorithm.FedPAHP
     raise ValueError(f'--fedpa_shrinkage/--fedpa_shrinkage_form: {e}') from None
   return fedpa_algorithm.FedPAHParams(
     burnin_rounds=FLAGS.fedpa_burnin_rounds,
-    burnin_epochs=FLAGS.fedpa_burnin_epochs,
+    burnin_epochs=burnin_epochs,
     shrinkage=FLAGS.fedpa_shrinkage,
     shrinkage_form=form,
     solver=FLAGS.fedpa_solver,
@@ -823,12 +856,10 @@ def experiment_config_from_flags() -> ExperimentConfig:
   return ExperimentConfig(
     task=tasks.TaskConfig(
       name=FLAGS.task,
-      data_dir=FLAGS.data_dir,
       seed=FLAGS.seed,
-      dirichlet_alpha=FLAGS.dirichlet_alpha,
-      synthetic_alpha=FLAGS.synthetic_alpha,
-      synthetic_beta=FLAGS.synthetic_beta,
-      num_clients=FLAGS.num_clients,
+      # Only the options the task reads: the others keep TaskConfig's defaults (and are warned
+      # about by `ignored_flags` when given).
+      **{field: FLAGS[field].value for field in tasks.TASKS[FLAGS.task].reads},
     ),
     algorithm=FLAGS.algorithm,
     engine=FLAGS.engine,
@@ -858,12 +889,18 @@ def experiment_config_from_flags() -> ExperimentConfig:
 
 
 def experiment_name(config: ExperimentConfig) -> str:
-  """<task>[_<algorithm>]_<server optimizer>_seed<seed>[_<engine>] unless --experiment_name.
+  """--experiment_name, or <task>_<algorithm>_<server opt>_<client opt>_seed<seed>_<hash>[_<engine>].
 
-  The algorithm is omitted for fedopt and the engine for tff (the defaults).
+  The hash (`outputs.fingerprint`) covers every fingerprinted hyperparameter, so runs that differ
+  in any of them (a sweep over learning rates, say) get directories of their own, and a rerun
+  of the same command (even with more rounds, or another evaluation cadence) finds its run.
+  The engine is named unless it is tff (the default).
   """
-  algorithm = '' if config.algorithm == 'fedopt' else f'_{config.algorithm}'
+  if FLAGS.experiment_name:
+    return FLAGS.experiment_name
   engine = '' if config.engine == 'tff' else f'_{config.engine}'
-  return FLAGS.experiment_name or (
-    f'{config.task.name}{algorithm}_{config.server.name}_seed{config.seed}{engine}'
+  return (
+    f'{config.task.name}_{config.algorithm}_{config.server.name}_'
+    f'{config.client.optimizer.name}_seed{config.seed}_'
+    f'{outputs.fingerprint(hparams_record(config))}{engine}'
   )

@@ -8,11 +8,13 @@ import collections
 import csv
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 import tensorflow_federated as tff
 
+from tests.test_trainer import experiment_in
 from tests.test_trainer import run_trainer
 from tff_adaptive import algorithms
 from tff_adaptive import engines
@@ -31,7 +33,7 @@ _COMMON = ['--task=synthetic', '--num_clients=12', '--total_rounds=3', '--rounds
 CASES = {
   'adafedadam': (
     ['--algorithm=adafedadam', '--fairness_alpha=2', '--client_epochs_max=3'],  # no server flag
-    'synthetic_adafedadam_adaadam_seed1',
+    'synthetic_adafedadam_adaadam_sgd_seed1',
     {
       'adafedadam': {
         'alpha': 2.0,
@@ -44,19 +46,19 @@ CASES = {
   ),
   'fedprox': (
     ['--algorithm=fedprox', '--fedprox_mu=0.1'],
-    'synthetic_fedprox_sgd_seed1',
+    'synthetic_fedprox_sgd_sgd_seed1',
     {'fedprox': {'mu': 0.1}},
     'client_local_steps_mean',
   ),
   'fednova': (
     ['--algorithm=fednova', '--client_optimizer=sgdm', '--client_epochs_max=2'],
-    'synthetic_fednova_sgd_seed1',
+    'synthetic_fednova_sgd_sgdm_seed1',
     {},
     'client_steps_norm_mean',
   ),
   'qfedavg': (
     ['--algorithm=qfedavg', '--qfedavg_q=2'],
-    'synthetic_qfedavg_sgd_seed1',
+    'synthetic_qfedavg_sgd_sgd_seed1',
     {'qfedavg': {'q': 2.0}},
     'client_qffl_weight_mean',
   ),
@@ -79,8 +81,10 @@ def test_trains_through_the_trainer(tmp_path, name, engine):
   args, experiment, sections, column = CASES[name]
   trainer = run_trainer([*_COMMON, *args, f'--engine={engine}', f'--root_output_dir={tmp_path}'])
   assert trainer.stderr_lines == [], trainer.report()
+  # <task>_<algorithm>_<server opt>_<client opt>_seed<seed>_<6-digit hash>[_<engine>]
+  directory = experiment_in(tmp_path)
   suffix = '' if engine == 'tff' else '_inprocess'
-  directory = tmp_path / f'{experiment}{suffix}'
+  assert re.fullmatch(f'{experiment}_[0-9a-f]{{6}}{suffix}', directory.name), directory.name
   hparams = json.loads((directory / 'hparams.json').read_text())
   assert hparams['algorithm'] == name
   if name == 'adafedadam':  # AdaAdam with the paper's defaults when no server flag is given
@@ -220,10 +224,9 @@ def test_adafedadam_resumes_exactly(tmp_path, engine):
   resumed = run_trainer([*args, '--total_rounds=4', f'--root_output_dir={tmp_path / "twice"}'])
   assert resumed.stderr_lines == [], resumed.report()
   assert 'after round 2' in resumed.stdout, resumed.report()  # it resumed, not restarted
-  suffix = '' if engine == 'tff' else '_inprocess'
-  name = f'synthetic_adafedadam_adaadam_seed1{suffix}'
-  once = _rows(tmp_path / 'once' / name / 'metrics.csv')
-  twice = _rows(tmp_path / 'twice' / name / 'metrics.csv')
+  assert experiment_in(tmp_path / 'once').name == experiment_in(tmp_path / 'twice').name
+  once = _rows(experiment_in(tmp_path / 'once') / 'metrics.csv')
+  twice = _rows(experiment_in(tmp_path / 'twice') / 'metrics.csv')
   drop = lambda rows: [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in rows]
   assert drop(once) == drop(twice)
 

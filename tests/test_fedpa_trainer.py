@@ -6,6 +6,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import pytest
 from reproductions.alshedivat2021_fedpa import published as published_fedpa
 from run import summarize
 from tests.test_trainer import Trainer
+from tests.test_trainer import experiment_in
 from tests.test_trainer import run_trainer
 from tff_adaptive.loop import targets
 
@@ -38,8 +40,9 @@ def _rows(path):
 def test_fedpa_trains_on_both_engines(tmp_path, engine):
   trainer = run_trainer([*_FEDPA, f'--engine={engine}', f'--root_output_dir={tmp_path}'])
   assert trainer.stderr_lines == [], trainer.report()
+  experiment = experiment_in(tmp_path)
   suffix = '' if engine == 'tff' else '_inprocess'
-  experiment = tmp_path / f'synthetic_fedpa_sgd_seed1{suffix}'
+  assert re.fullmatch(f'synthetic_fedpa_sgd_sgd_seed1_[0-9a-f]{{6}}{suffix}', experiment.name)
   hparams = json.loads((experiment / 'hparams.json').read_text())
   assert hparams['fedpa'] == {
     'burnin_rounds': 2,
@@ -61,6 +64,26 @@ def test_fedpa_trains_on_both_engines(tmp_path, engine):
   assert summarize.summarize(str(tmp_path), targets=(0.05, 0.999)).iloc[0]['rounds_to_0.05'] == 1
 
 
+@pytest.mark.parametrize('epochs,burnin', [(1, 0), (3, 1)])
+def test_fedpa_defaults_run(tmp_path, epochs, burnin):
+  """--algorithm=fedpa alone runs: one burn-in epoch (the authors' code) when E > 1, none at E = 1."""
+  trainer = run_trainer(
+    [
+      '--task=synthetic',
+      '--algorithm=fedpa',
+      '--engine=inprocess',
+      '--total_rounds=2',
+      f'--client_epochs_per_round={epochs}',
+      f'--root_output_dir={tmp_path}',
+    ]
+  )
+  assert trainer.stderr_lines == [], trainer.report()
+  hparams = json.loads((experiment_in(tmp_path) / 'hparams.json').read_text())
+  assert hparams['fedpa']['burnin_epochs'] == burnin
+  assert hparams['client']['epochs'] == epochs
+  assert len(_rows(experiment_in(tmp_path) / 'metrics.csv')) == 2
+
+
 def test_fedpa_flags_are_ignored_by_other_algorithms(tmp_path):
   trainer = run_trainer(
     [
@@ -73,7 +96,7 @@ def test_fedpa_flags_are_ignored_by_other_algorithms(tmp_path):
   assert trainer.stderr_lines == [
     "federated_trainer: warning: --fedpa_shrinkage is ignored by algorithm 'fedopt' (not recorded)"
   ], trainer.report()
-  hparams = json.loads((tmp_path / 'synthetic_sgd_seed1' / 'hparams.json').read_text())
+  hparams = json.loads((experiment_in(tmp_path) / 'hparams.json').read_text())
   assert 'fedpa' not in hparams
 
 
@@ -102,8 +125,9 @@ def test_rounds_to_target_survives_resume_and_extension(tmp_path):
   run_trainer([*common, '--total_rounds=6', f'--root_output_dir={tmp_path / "a"}'])
   run_trainer([*common, '--total_rounds=3', f'--root_output_dir={tmp_path / "b"}'])
   run_trainer([*common, '--total_rounds=6', f'--root_output_dir={tmp_path / "b"}'])
-  name = 'synthetic_sgd_seed1_inprocess'
-  a, b = _rows(tmp_path / 'a' / name / 'metrics.csv'), _rows(tmp_path / 'b' / name / 'metrics.csv')
+  a = _rows(experiment_in(tmp_path / 'a') / 'metrics.csv')
+  b = _rows(experiment_in(tmp_path / 'b') / 'metrics.csv')
+  assert experiment_in(tmp_path / 'a').name == experiment_in(tmp_path / 'b').name
   columns = [c for c in a[-1] if 'avg10' in c or c.startswith('rounds_to_')]
   assert 'eval_accuracy_avg10' in columns, a[-1]
   assert b[2]['eval_accuracy_avg10'] != ''  # round 3 was evaluated in run b only

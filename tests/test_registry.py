@@ -82,5 +82,6 @@ def test_a_new_server_optimizer_is_one_registry_entry_for_the_trainer(tmp_path):
   )
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'round 2/2' in result.stdout
-  hparams = (tmp_path / 'synthetic_half_sgd_seed1' / 'hparams.json').read_text()
+  [path] = tmp_path.glob('synthetic_fedopt_half_sgd_sgd_seed1_*/hparams.json')
+  hparams = path.read_text()
   assert '"learning_rate": 0.5' in hparams

@@ -23,6 +23,7 @@ from tests.test_trainer import _assert_workers_gone
 from tests.test_trainer import _client_eval
 from tests.test_trainer import _read_metrics
 from tests.test_trainer import _snapshot
+from tests.test_trainer import experiment_in
 from tests.test_trainer import run_trainer
 
 TOTAL = 8
@@ -170,7 +171,12 @@ def test_a_finished_experiment_says_so_and_can_be_extended(reference, tmp_path):
 
 
 def test_extending_a_step_decay_run_is_refused_with_the_reason(tmp_path):
-  args = ['--task=synthetic', '--client_lr_schedule=step_decay', '--rounds_per_eval=2']
+  args = [
+    '--task=synthetic',
+    '--client_lr_schedule=step_decay',
+    '--rounds_per_eval=2',
+    '--experiment_name=step',  # the default name would differ too (its hash covers the schedule)
+  ]
   run_trainer([*args, '--total_rounds=2', f'--root_output_dir={tmp_path}'])
   trainer = Trainer([*args, '--total_rounds=4', f'--root_output_dir={tmp_path}'])
   assert trainer.finish() == 2, trainer.report()
@@ -181,16 +187,30 @@ def test_extending_a_step_decay_run_is_refused_with_the_reason(tmp_path):
 
 def test_a_flag_the_optimizer_ignores_is_warned_about_and_not_recorded(tmp_path):
   trainer = run_trainer(
-    ['--task=synthetic', '--total_rounds=1', '--server_beta_2=0.5', f'--root_output_dir={tmp_path}']
+    [
+      '--task=synthetic',
+      '--total_rounds=1',
+      '--server_beta_2=0.5',
+      '--dirichlet_alpha=0.5',
+      f'--root_output_dir={tmp_path}',
+    ]
   )
   assert trainer.stderr_lines == [
+    "federated_trainer: warning: --dirichlet_alpha is ignored by task 'synthetic' (not recorded)",
     "federated_trainer: warning: --server_beta_2 is ignored by server optimizer 'sgd' "
-    '(not recorded)'
+    '(not recorded)',
   ]
   # TF 2.14's three "Unable to register cuDNN/cuFFT/cuBLAS factory" import lines are dropped.
   assert 'Unable to register' not in trainer.stderr, trainer.stderr
-  hparams = json.loads((tmp_path / 'synthetic_sgd_seed1' / 'hparams.json').read_text())
+  hparams = json.loads((experiment_in(tmp_path) / 'hparams.json').read_text())
   assert 'beta_2' not in hparams['server']
+  assert hparams['task'] == {
+    'name': 'synthetic',
+    'seed': 1,
+    'synthetic_alpha': 1.0,
+    'synthetic_beta': 1.0,
+    'num_clients': None,
+  }
   # The same experiment without the ignored flag resumes (nothing to refuse).
   again = run_trainer(['--task=synthetic', '--total_rounds=1', f'--root_output_dir={tmp_path}'])
   assert 'had already finished 1 rounds' in again.stdout
@@ -230,7 +250,6 @@ def test_random_kills_including_during_checkpoint_writes_resume_exactly(tmp_path
   ]
   run_trainer([*args, f'--root_output_dir={tmp_path / "reference"}'])
   rng = random.Random(12)
-  experiment = tmp_path / 'killed' / 'synthetic_yogi_seed1'
   kills = 0
   while kills < 5:
     trainer = Trainer([*args, f'--root_output_dir={tmp_path / "killed"}'])
@@ -244,4 +263,4 @@ def test_random_kills_including_during_checkpoint_writes_resume_exactly(tmp_path
     kills += 1
   assert kills == 5
   run_trainer([*args, f'--root_output_dir={tmp_path / "killed"}'])
-  _same_as_reference(experiment, tmp_path / 'reference' / 'synthetic_yogi_seed1')
+  _same_as_reference(experiment_in(tmp_path / 'killed'), experiment_in(tmp_path / 'reference'))

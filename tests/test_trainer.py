@@ -223,6 +223,13 @@ def run_trainer(args, expect_rc: int = 0) -> Trainer:
 # Output helpers.
 
 
+def experiment_in(root: pathlib.Path) -> pathlib.Path:
+  """The one experiment directory under `root` (default names end in a hash of the settings)."""
+  found = [p for p in root.iterdir() if p.is_dir()]
+  assert len(found) == 1, found
+  return found[0]
+
+
 def _read_metrics(experiment_dir: pathlib.Path):
   """(header, rows) of metrics.csv, rows as dicts without seconds_per_round."""
   with open(experiment_dir / 'metrics.csv', newline='') as f:
@@ -366,9 +373,13 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
     ]
   )  # a later flag wins
   assert trainer.stderr_lines == [], trainer.report()
-  algorithm = '_scaffold' if '--algorithm=scaffold' in extra else ''
+  algorithm = 'scaffold' if '--algorithm=scaffold' in extra else 'fedopt'
   engine = '_inprocess' if '--engine=inprocess' in extra else ''
-  experiment = tmp_path / f'{task}{algorithm}_{optimizer}_seed1{engine}'
+  client = ([e.split('=')[1] for e in extra if e.startswith('--client_optimizer=')] or ['sgd'])[-1]
+  experiment = experiment_in(tmp_path)
+  assert re.fullmatch(
+    f'{task}_{algorithm}_{optimizer}_{client}_seed1_[0-9a-f]{{6}}{engine}', experiment.name
+  ), experiment.name
   rounds_per_eval = 3 if '--rounds_per_eval=3' in extra else 2
   eval_rounds = [
     k for k in range(1, _SMOKE_ROUNDS + 1) if k % rounds_per_eval == 0 or k == _SMOKE_ROUNDS
@@ -416,7 +427,7 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
     f'round_{k:05d}.csv' for k in eval_rounds
   ]
   assert os.listdir(experiment / 'checkpoints') == [f'program_state_{_SMOKE_ROUNDS}']
-  assert (experiment / 'client_states').is_dir() == bool(algorithm)
+  assert (experiment / 'client_states').is_dir() == (algorithm == 'scaffold')
 
   for k in range(1, _SMOKE_ROUNDS + 1):
     pattern = rf'^round {k}/{_SMOKE_ROUNDS} .*\btrain_loss=\S+ .*\d\.\d\ds/round eta \d+s$'
@@ -437,7 +448,9 @@ RUN_A = [
   '--rounds_per_eval=3',
   '--rounds_per_checkpoint=2',
 ]
-RUN_A_NAME = 'synthetic_adam_seed1'
+# The default name: its hash pins run A's fingerprint (hparams.json without `runtime`), so a
+# change that would leave users' existing runs unresumable shows up here.
+RUN_A_NAME = 'synthetic_fedopt_adam_sgd_seed1_d08f19'
 
 
 @pytest.fixture
@@ -459,7 +472,7 @@ def test_same_seed_gives_identical_metrics(run_a, tmp_path):
 
 def test_different_seed_gives_different_train_loss(run_a, tmp_path):
   run_trainer([*RUN_A, '--seed=2', f'--root_output_dir={tmp_path}'])
-  _, rows = _read_metrics(tmp_path / 'synthetic_adam_seed2')
+  _, rows = _read_metrics(experiment_in(tmp_path))
   _, rows_a = _read_metrics(run_a)
   assert [r['round_num'] for r in rows] == [r['round_num'] for r in rows_a]
   for row, row_a in zip(rows, rows_a):
@@ -467,38 +480,33 @@ def test_different_seed_gives_different_train_loss(run_a, tmp_path):
 
 
 _RESUME_VARIANTS = {
-  # name: (extra flags on top of run A's, experiment directory name)
-  'fedopt-tff': ([], RUN_A_NAME),
-  'fedopt-inprocess': (['--engine=inprocess'], f'{RUN_A_NAME}_inprocess'),
-  'scaffold-tff': (
-    ['--algorithm=scaffold', '--server_optimizer=sgd', '--server_learning_rate=1'],
-    'synthetic_scaffold_sgd_seed1',
-  ),
-  'scaffold-inprocess': (
-    [
-      '--algorithm=scaffold',
-      '--server_optimizer=sgd',
-      '--server_learning_rate=1',
-      '--engine=inprocess',
-    ],
-    'synthetic_scaffold_sgd_seed1_inprocess',
-  ),
+  # name: extra flags on top of run A's
+  'fedopt-tff': [],
+  'fedopt-inprocess': ['--engine=inprocess'],
+  'scaffold-tff': ['--algorithm=scaffold', '--server_optimizer=sgd', '--server_learning_rate=1'],
+  'scaffold-inprocess': [
+    '--algorithm=scaffold',
+    '--server_optimizer=sgd',
+    '--server_learning_rate=1',
+    '--engine=inprocess',
+  ],
 }
 
 
 @pytest.mark.parametrize('variant', list(_RESUME_VARIANTS))
 def test_resume_after_sigkill_is_exact(run_a, tmp_path, variant):
-  extra, name = _RESUME_VARIANTS[variant]
+  extra = _RESUME_VARIANTS[variant]
   if extra:  # the uninterrupted reference of this variant
     reference_root = tmp_path / 'reference'
     run_trainer([*RUN_A, *extra, f'--root_output_dir={reference_root}'])
-    reference = reference_root / name
+    reference = experiment_in(reference_root)
   else:
     reference = run_a
   args = [*RUN_A, *extra, f'--root_output_dir={tmp_path / "killed"}']
-  experiment = tmp_path / 'killed' / name
   trainer = Trainer(args)
   trainer.wait_for_line(rf'^round 5/{_TOTAL} ')
+  experiment = experiment_in(tmp_path / 'killed')
+  assert experiment.name.endswith('_inprocess') == ('inprocess' in variant), experiment
   workers = set(trainer.workers) | _worker_children(trainer.proc.pid)
   os.kill(trainer.proc.pid, signal.SIGKILL)
   assert trainer.finish() == -signal.SIGKILL
@@ -528,11 +536,22 @@ def test_hparams_mismatch_refuses_and_keeps_files(run_a, tmp_path):
   experiment = tmp_path / RUN_A_NAME
   shutil.copytree(run_a, experiment)
   before = _snapshot(experiment)
-  trainer = Trainer([*RUN_A, '--server_learning_rate=0.02', f'--root_output_dir={tmp_path}'])
+  # Without --experiment_name these settings would get a directory of their own.
+  trainer = Trainer(
+    [
+      *RUN_A,
+      '--server_learning_rate=0.02',
+      '--client_optimizer=sps',
+      f'--experiment_name={RUN_A_NAME}',
+      f'--root_output_dir={tmp_path}',
+    ]
+  )
   assert trainer.finish() == 2, trainer.report()
   assert not trainer.workers
   [line] = trainer.stderr_lines
-  assert 'server.learning_rate: 0.01 -> 0.02' in line, line
+  # The changed part first, its own settings counted, not listed; then the other keys.
+  detail = "client.optimizer.name: 'sgd' -> 'sps' (and 10 of its settings); "
+  assert f'different hyperparameters ({detail}server.learning_rate: 0.01 -> 0.02)' in line, line
   assert 'Traceback' not in trainer.stderr
   assert _snapshot(experiment) == before
 
@@ -620,9 +639,9 @@ _BAD_INPUT = {
     ],
     ['--fedpa_burnin_epochs=2 leaves no posterior sample', '< --client_epochs_per_round=2'],
   ),
-  'fedpa_default_epochs': (  # E = 1 and one burn-in epoch: l = 0
-    ['--task=synthetic', '--algorithm=fedpa'],
-    ['--fedpa_burnin_epochs=1 leaves no posterior sample'],
+  'fedpa_burnin_epochs_at_one_epoch': (  # E = 1 and one burn-in epoch: l = 0
+    ['--task=synthetic', '--algorithm=fedpa', '--fedpa_burnin_epochs=1'],
+    ['--fedpa_burnin_epochs=1 leaves no posterior sample', '< --client_epochs_per_round=1'],
   ),
   'fedpa_shrinkage_negative': (
     [
@@ -957,8 +976,8 @@ def test_divergence_exits_3_and_keeps_earlier_rounds(run_a, tmp_path, engine):
   # Round 1 trains the initial model (finite); its server step of 1e36 * update makes the
   # round-2 logits overflow float32.
   args = [*_DIVERGING, f'--engine={engine}', f'--root_output_dir={tmp_path}']
-  experiment = tmp_path / ('synthetic_sgd_seed1' + ('' if engine == 'tff' else '_inprocess'))
   trainer = run_trainer(args, expect_rc=3)
+  experiment = experiment_in(tmp_path)
   [line] = trainer.stderr_lines
   assert 'diverged in round 2' in line and 'learning rate' in line, line
   assert re.search(r'^round 1/6 .*eval_loss=', trainer.stdout, re.M), trainer.report()
@@ -1039,7 +1058,9 @@ def test_sigint_exits_130_and_stops_worker(tmp_path):
   assert 'Traceback' not in trainer.stderr, trainer.report()
   [line] = trainer.stderr_lines
   assert 'interrupted' in line and 'rerun the same command to resume' in line, line
-  experiment = tmp_path / 'synthetic_sgd_seed1'
-  assert 'program_state_2' in os.listdir(experiment / 'checkpoints')
+  # The round in progress was finished and checkpointed (here every round is).
+  stopped = int(trainer.wait_for_line(r'^stopped after round \d+ \(Ctrl-C\)').split()[3])
+  experiment = experiment_in(tmp_path)
+  assert f'program_state_{stopped}' in os.listdir(experiment / 'checkpoints')
   _, rows = _read_metrics(experiment)
   assert [r['round_num'] for r in rows[:2]] == ['1', '2']

@@ -1,12 +1,14 @@
 """What a run writes besides metrics.csv: hparams.json and the per-client evaluation files.
 
 hparams.json holds everything that shaped a run. Its top-level `runtime` section (evaluation
-and checkpoint cadence, device, XLA) is recorded but not fingerprinted: a rerun may change it
-and still resume. Any other difference refuses to resume and names the differing keys.
+and checkpoint cadence, device, data location) is recorded but not fingerprinted: a rerun may
+change it and still resume. Any other difference refuses to resume, naming the changed parts
+first (`client.optimizer.name: 'delta_sgd' -> 'sps'`), then other keys.
 """
 
 from collections.abc import Mapping
 import csv
+import hashlib
 import json
 import os
 from typing import Any
@@ -34,6 +36,47 @@ def _leaves(value: Any, prefix: str = '') -> dict[str, Any]:
   for key, item in value.items():
     leaves.update(_leaves(item, f'{prefix}.{key}' if prefix else str(key)))
   return leaves
+
+
+def fingerprint(hparams: Mapping[str, Any], length: int = 6) -> str:
+  """A short hex hash of the fingerprinted part of `hparams` (all but the runtime section).
+
+  Key order and JSON-equivalent types (tuples, numpy scalars) do not change it.
+  """
+  checked = {k: v for k, v in hparams.items() if k != UNCHECKED_SECTION}
+  text = json.dumps(json.loads(json.dumps(checked)), sort_keys=True, separators=(',', ':'))
+  return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _differences(old: dict, new: dict, hints: Mapping[str, str] | None, shown: int = 4) -> str:
+  """The differing leaves, changed named parts first: `a.name: 'x' -> 'y' (and 3 of its settings)`.
+
+  A key under a part whose `name` changed (e.g. the client optimizer's own hyperparameters when
+  the optimizer changed) is counted with that part, not listed.
+  """
+  missing = object()
+  show = lambda value: '<absent>' if value is missing else repr(value)
+  diffs = sorted(k for k in set(old) | set(new) if old.get(k, missing) != new.get(k, missing))
+  renamed = [k[: -len('.name')] for k in diffs if k.endswith('.name')]
+  owner = lambda key: next((p for p in renamed if key.startswith(p + '.')), None)
+  parts = []
+  for part in renamed:
+    key = f'{part}.name'
+    followers = sum(1 for k in diffs if owner(k) == part) - 1
+    parts.append(
+      f'{key}: {show(old.get(key, missing))} -> {show(new.get(key, missing))}'
+      + (f' (and {followers} of its settings)' if followers else '')
+    )
+  rest = [k for k in diffs if owner(k) is None]
+  for key in rest[:shown]:
+    parts.append(
+      f'{key}: {show(old.get(key, missing))} -> {show(new.get(key, missing))}'
+      + (f' ({hints[key]})' if hints and key in hints else '')
+    )
+  if len(rest) > shown:
+    more = len(rest) - shown
+    parts.append(f'and {more} more key{"s" if more > 1 else ""}')
+  return '; '.join(parts)
 
 
 def check_or_write_hparams(
@@ -67,17 +110,10 @@ def check_or_write_hparams(
       ) from None
     checked = lambda h: _leaves({k: v for k, v in h.items() if k != UNCHECKED_SECTION})
     old, new = checked(stored), checked(hparams)
-    missing = object()
-    diffs = sorted(k for k in set(old) | set(new) if old.get(k, missing) != new.get(k, missing))
-    if diffs:
-      detail = ', '.join(
-        f'{k}: {old.get(k, "<absent>")!r} -> {new.get(k, "<absent>")!r}'
-        + (f' ({hints[k]})' if hints and k in hints else '')
-        for k in diffs
-      )
+    if old != new:
       raise ConfigMismatchError(
-        f'{output_dir} holds a run with different hyperparameters ({detail}); use a new '
-        '--experiment_name or delete that directory'
+        f'{output_dir} holds a run with different hyperparameters '
+        f'({_differences(old, new, hints)}); use a new --experiment_name or delete that directory'
       )
     if stored.get(UNCHECKED_SECTION) == hparams.get(UNCHECKED_SECTION):
       return
