@@ -250,8 +250,19 @@ def _flagfiles_from(base_dir: str, argv: list[str]) -> list[str]:
   return out
 
 
+_HELP = ('--help', '-help', '-h', '--helpshort', '-helpshort', '-?')
+
+
 def _parse_flags(argv):
-  """absl's parsing, with a bad flag or value reported in one line and exit code 2."""
+  """absl's parsing, with a bad flag or value reported in one line and exit code 2.
+
+  --help (-h, --helpshort) prints this module's usage and the trainer's flags by concern and
+  exits 0; --helpfull is absl's (every flag of every module, TF's included).
+  """
+  args = argv[1 : argv.index('--')] if '--' in argv else argv[1:]
+  if any(arg in _HELP for arg in args):
+    sys.stdout.write(trainer_flags.help_text(__doc__))
+    sys.exit(0)
   if 'BUILD_WORKING_DIRECTORY' in os.environ:
     argv = _flagfiles_from(os.environ['BUILD_WORKING_DIRECTORY'], argv)
   try:

@@ -31,14 +31,6 @@ optimizer does not read is warned about and not recorded. Flag files: `--flagfil
 """
 
 
-def _default(flag: flags.Flag) -> str:
-  if flag.default is None:
-    return "task's" if "task's" in flag.help else '(none)'
-  if isinstance(flag.default, list):
-    return ','.join(flag.default) if flag.default else '(empty)'
-  return str(flag.default)
-
-
 def _cell(text: str) -> str:
   return ' '.join(text.split()).replace('|', '\\|')
 
@@ -50,7 +42,9 @@ def markdown() -> str:
     lines += [f'## {title}', '', '| flag | default | meaning |', '|---|---|---|']
     for name in names:
       flag = flags.FLAGS[name]
-      lines.append(f'| `--{name}` | `{_cell(_default(flag))}` | {_cell(flag.help)} |')
+      lines.append(
+        f'| `--{name}` | `{_cell(trainer_flags.default_text(flag))}` | {_cell(flag.help)} |'
+      )
     lines.append('')
   return '\n'.join(lines)
 

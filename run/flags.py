@@ -8,6 +8,7 @@ against its registry, with one message: `unknown <kind> 'x'; valid choices: ...`
 
 import dataclasses
 import math
+import textwrap
 from typing import Any
 
 from absl import flags
@@ -355,6 +356,34 @@ SECTIONS = (
     ('engine', 'device', 'xla', 'workers', 'worker_connect_timeout', 'local_workers'),
   ),
 )
+
+
+def default_text(flag: flags.Flag) -> str:
+  """A flag's default as the help and docs/flags.md show it ("task's": the task's published one)."""
+  if flag.default is None:
+    return "task's" if "task's" in flag.help else '(none)'
+  if isinstance(flag.default, list):
+    return ','.join(flag.default) if flag.default else '(empty)'
+  return str(flag.default)
+
+
+def help_text(usage: str, width: int = 100) -> str:
+  """`usage`, then the trainer's own flags by SECTIONS, each with its default and help."""
+  lines = [
+    usage.rstrip(),
+    '',
+    'Flags (--flagfile=FILE reads more, one per line; --helpfull: absl and TF too):',
+  ]
+  for title, names in SECTIONS:
+    lines += ['', f'{title}:']
+    for name in names:
+      flag = flags.FLAGS[name]
+      lines.append(f'  --{name} (default: {default_text(flag)})')
+      lines += textwrap.wrap(
+        ' '.join(flag.help.split()), width, initial_indent=' ' * 6, subsequent_indent=' ' * 6
+      )
+  return '\n'.join(lines) + '\n'
+
 
 FLAGS = flags.FLAGS
 _FLOAT32_MAX = 3.4028234663852886e38

@@ -1,8 +1,11 @@
 """The docs stay true to the code: the flag reference is the flag definitions', every flag is in
 one section, links between the docs resolve, and the README stays a front page."""
 
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 from absl import flags
 
@@ -32,6 +35,28 @@ def test_the_reference_names_each_flag_with_its_default():
   assert '| `--server_optimizer` | `sgd` |' in text
   assert "| `--client_learning_rate` | `task's` |" in text
   assert text.count('| `--') == len(flags.FLAGS.get_flags_for_module(trainer_flags.__name__))
+
+
+def test_help_lists_the_trainers_flags_by_section_and_exits_0():
+  result = subprocess.run(
+    [sys.executable, '-m', 'run.federated_trainer', '--task=synthetic', '--help'],
+    cwd=REPO,
+    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  text = result.stdout
+  assert text.startswith('The one federated trainer'), text[:200]
+  position = 0
+  for title, names in trainer_flags.SECTIONS:  # in order, each flag under its section
+    position = text.index(f'\n{title}:\n', position)
+    for name in names:
+      default = trainer_flags.default_text(flags.FLAGS[name])
+      position = text.index(f'\n  --{name} (default: {default})\n', position)
+  assert '  --server_optimizer (default: sgd)\n      Server optimizer' in text
+  assert 'helpfull' in text and '--tf_' not in text  # absl's and TF's flags stay in --helpfull
 
 
 def _markdown_files() -> list[pathlib.Path]:
