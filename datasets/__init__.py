@@ -81,3 +81,8 @@ __all__ += [
   'write_emnist_scale',
   'write_tff_sqlite',
 ]
+
+from tff_adaptive.datasets.required import DataFile  # noqa: E402
+from tff_adaptive.datasets.required import check_data_files
+
+__all__ += ['DataFile', 'check_data_files']

@@ -124,6 +124,7 @@ def main(argv):
       task=dataclasses.replace(config.task, data_dir=os.path.join(base_dir, config.task.data_dir)),
     )
   try:
+    tasks.check_data(config.task)  # every missing file in one message
     task = tasks.build_task(config.task)
     sampler = sampling.build_client_sampler(
       task.client_ids, config.clients_per_round, config.seed, config.client_sampler

@@ -858,6 +858,14 @@ _BAD_INPUT = {
     ['--task=fmnist', '--data_dir=/nonexistent'],
     ['/nonexistent/train-images-idx3-ubyte.gz', 'apt-get install dataset-fashion-mnist'],
   ),
+  'data_files_all_named': (  # all three files at once, and the sample-file command
+    ['--task=so_lr', '--data_dir=/nonexistent'],
+    [
+      'task so_lr: 3 data files missing: /nonexistent/stackoverflow.sqlite, '
+      '/nonexistent/stackoverflow.word_count.tar.bz2, /nonexistent/stackoverflow.tag_count.tar.bz2',
+      'python -m tff_adaptive.datasets.samples --data_dir=DIR',
+    ],
+  ),
 }
 _MAX_CPU_S = 30.0  # Flag errors cost a TF import (~6 CPU-s); a TFF process build costs more.
 # Each run imports TensorFlow (~650 MB resident): all 60-odd at once would exhaust 24 GB of memory,
