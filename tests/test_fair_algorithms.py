@@ -306,6 +306,29 @@ def test_alpha_zero_or_equal_losses_is_the_weighted_mean_of_normalised_updates()
   np.testing.assert_allclose(_flat(g3), expected, rtol=1e-5)
 
 
+@pytest.mark.parametrize(
+  'factory,expected',
+  [
+    (
+      aggregators.CertaintyWeightedMeanFactory(),
+      'OrderedDict(update=U_k, certainty=C_k, loss_ratio=I_k)',
+    ),
+    (aggregators.NormalizedMeanFactory(), 'OrderedDict(update=d_i, a=a_i)'),
+  ],
+)
+def test_a_model_shaped_update_is_refused_in_one_line_naming_the_expected_value(factory, expected):
+  """In TFF's own FedAvg (a model-shaped client update) our factories say what they aggregate
+  instead of TFF's `AttributeError: The Struct ... does not have named field "update"`."""
+  with pytest.raises(TypeError) as e:
+    tff.learning.algorithms.build_weighted_fed_avg(
+      _model_fn, tff.learning.optimizers.build_sgdm(0.1), model_aggregator=factory
+    )
+  message = str(e.value)
+  assert '\n' not in message
+  assert f'{type(factory).__name__} aggregates a client value {expected}' in message, message
+  assert 'tff.aggregators.MeanFactory' in message
+
+
 @pytest.mark.parametrize('alpha', [-1.0, float('inf'), float('nan'), True])
 def test_certainty_weighted_mean_rejects_bad_alpha(alpha):
   with pytest.raises(ValueError, match='alpha must be a finite number >= 0'):

@@ -26,11 +26,19 @@ def certainty_weight(weight: tf.Tensor, loss_ratio: tf.Tensor, alpha: float) -> 
   return weight * tf.pow(tf.cast(loss_ratio, tf.float32), alpha)
 
 
-def _member(struct_type, name):
+def _member(struct_type, name, factory: str, expected: str):
+  """struct_type[name], or a one-line TypeError saying what `factory` aggregates."""
   try:
     return struct_type[name]
-  except (KeyError, ValueError, TypeError):
-    raise TypeError(f'the client value must have a {name!r} element, got {struct_type}') from None
+  except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+    raise TypeError(
+      f'{factory} aggregates a client value {expected}, not {struct_type}; a model-shaped update '
+      '(what tff.learning.algorithms.build_weighted_fed_avg sends) takes tff.aggregators.MeanFactory'
+    ) from None
+
+
+_CERTAINTY_VALUE = "OrderedDict(update=U_k, certainty=C_k, loss_ratio=I_k) (AdaFedAdam's clients)"
+_NORMALIZED_VALUE = "OrderedDict(update=d_i, a=a_i) (FedNova's clients)"
 
 
 class CertaintyWeightedMeanFactory(tff.aggregators.WeightedAggregationFactory):
@@ -54,9 +62,10 @@ class CertaintyWeightedMeanFactory(tff.aggregators.WeightedAggregationFactory):
     self.alpha = float(alpha)
 
   def create(self, value_type, weight_type):
-    update_type = _member(value_type, UPDATE_KEY)
-    certainty_type = _member(value_type, CERTAINTY_KEY)
-    ratio_type = _member(value_type, LOSS_RATIO_KEY)
+    update_type, certainty_type, ratio_type = (
+      _member(value_type, key, 'CertaintyWeightedMeanFactory', _CERTAINTY_VALUE)
+      for key in (UPDATE_KEY, CERTAINTY_KEY, LOSS_RATIO_KEY)
+    )
     mean_type = tff.StructWithPythonType(
       [(UPDATE_KEY, update_type), (CERTAINTY_KEY, certainty_type)], collections.OrderedDict
     )
@@ -93,8 +102,10 @@ class NormalizedMeanFactory(tff.aggregators.WeightedAggregationFactory):
   """
 
   def create(self, value_type, weight_type):
-    update_type = _member(value_type, UPDATE_KEY)
-    _member(value_type, STEPS_KEY)
+    update_type, _ = (
+      _member(value_type, key, 'NormalizedMeanFactory', _NORMALIZED_VALUE)
+      for key in (UPDATE_KEY, STEPS_KEY)
+    )
     inner = tff.aggregators.MeanFactory().create(value_type, weight_type)
 
     @tff.tensorflow.computation(inner.next.type_signature.result.result.member)
