@@ -14,7 +14,10 @@ from tff_adaptive.engines.base import Engine
 from tff_adaptive.engines.base import RoundClient
 from tff_adaptive.engines.base import RoundResult
 from tff_adaptive.engines.inprocess import InProcessEngine
+from tff_adaptive.engines.tff_engine import BATCHED
+from tff_adaptive.engines.tff_engine import SINGLE_ELEMENT
 from tff_adaptive.engines.tff_engine import TffEngine
+from tff_adaptive.engines.tff_engine import batched_client_seed
 from tff_adaptive.engines.tff_engine import build_client_work
 from tff_adaptive.engines.tff_engine import build_learning_process
 
@@ -58,6 +61,9 @@ __all__ = [
   'RoundClient',
   'RoundResult',
   'TffEngine',
+  'BATCHED',
+  'SINGLE_ELEMENT',
+  'batched_client_seed',
   'build_client_work',
   'build_engine',
   'build_learning_process',

@@ -73,6 +73,38 @@ def client_data_type(algorithm: algorithm_base.Algorithm) -> tff.SequenceType:
   return tff.SequenceType(tff.types.tensorflow_to_type(element))
 
 
+# How a client's data arrives (`build_client_work`, `build_learning_process`).
+SINGLE_ELEMENT = 'single_element'  # one element: every example plus SEED_KEY (the trainer's)
+BATCHED = 'batched'  # TFF's ordinary client data: a batched dataset of the model's input spec
+CLIENT_DATA = (SINGLE_ELEMENT, BATCHED)
+
+
+def batched_data_type(algorithm: algorithm_base.Algorithm) -> tff.SequenceType:
+  """TFF's ordinary client data: a sequence of batches of the model's input spec."""
+  _, element, _ = _model_types(algorithm)
+  return tff.SequenceType(tff.types.tensorflow_to_type(element))
+
+
+def batched_client_seed(round_num: tf.Tensor, features) -> tf.Tensor:
+  """int64[2] seed of a client whose data carries none: [t, hash of its examples].
+
+  TFF's clients are anonymous, so the seed of a client's shuffling and dropout is derived from
+  what it has: the round number t and a FarmHash of its serialized example tensors. The same
+  data in the same round gives the same seed (a rerun is exact); two clients with identical
+  data share it. `build_client_work(..., client_data=SINGLE_ELEMENT)` takes explicit seeds.
+  """
+  serialized = tf.strings.reduce_join(
+    [tf.io.serialize_tensor(v) for v in tf.nest.flatten(features)]
+  )
+  digest = tf.strings.to_hash_bucket_fast(serialized, 2**62)
+  return tf.stack([tf.cast(round_num, tf.int64), digest])
+
+
+def _all_examples(data: tf.data.Dataset):
+  """The examples of a batched dataset as one batch (leading dimension n, the client's size)."""
+  return data.unbatch().batch(2**31 - 1).get_single_element()
+
+
 def _split(element: collections.OrderedDict):
   features = collections.OrderedDict((k, v) for k, v in element.items() if k not in _RESERVED)
   return features, element[seeds.SEED_KEY]
@@ -123,7 +155,7 @@ def _server_update_fn(algorithm, weights_type, aggregate_type):
 
 
 def build_client_work(
-  algorithm: algorithm_base.Algorithm,
+  algorithm: algorithm_base.Algorithm, client_data: str = SINGLE_ELEMENT
 ) -> tff.learning.templates.ClientWorkProcess:
   """The algorithm's clients as a `tff.learning.templates.ClientWorkProcess`.
 
@@ -135,11 +167,22 @@ def build_client_work(
   client statistics). Compose it with any distributor, `tff.aggregators` factory and finalizer
   (`tff.learning.templates.compose_learning_process`). Only for algorithms that
   `fits_templates` (no extra server or client state).
+
+  Client data (`client_data`): SINGLE_ELEMENT (default, the trainer's) is a dataset of one
+  element holding all the client's examples and its seed; BATCHED is TFF's ordinary client
+  data, any batched `tf.data.Dataset` of the model's input spec (what
+  `tff.learning.algorithms.build_weighted_fed_avg` takes). Its examples are gathered into one
+  batch and trained on exactly as the single element would be (batched by the algorithm's
+  `client.batch_size`, reshuffled every epoch), with the seed `batched_client_seed(t, examples)`:
+  the same client data in the same round gives the same model as SINGLE_ELEMENT given that seed.
   """
+  if client_data not in CLIENT_DATA:
+    raise ValueError(f'client_data must be one of {", ".join(CLIENT_DATA)}, got {client_data!r}')
   if not algorithm.fits_templates:
     raise ValueError(f'{algorithm.name} keeps extra server or client state: no ClientWorkProcess')
   weights_type, _, finalizers = _model_types(algorithm)
-  data_type = client_data_type(algorithm)
+  batched = client_data == BATCHED
+  data_type = batched_data_type(algorithm) if batched else client_data_type(algorithm)
   metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
 
   @tff.tensorflow.computation
@@ -159,6 +202,7 @@ def build_client_work(
     return collections.OrderedDict(
       lr=tf.cast(algorithm.client_lr_schedule(t), tf.float32),
       broadcast=algorithm.client_broadcast((), t),
+      round=t + 1,  # the round being run (the state counts the rounds done)
     )
 
   @tff.tensorflow.computation(round_inputs.type_signature.result, weights_type, data_type)
@@ -167,7 +211,11 @@ def build_client_work(
 
     @tf.function(autograph=False)
     def train():
-      features, seed = _split(data.get_single_element())
+      if batched:
+        features = _all_examples(data)
+        seed = batched_client_seed(received['round'], features)
+      else:
+        features, seed = _split(data.get_single_element())
       out = algorithm.client_update(
         model, initial_weights, features, seed, received['lr'], received['broadcast'], ()
       )
@@ -199,11 +247,11 @@ def build_client_work(
 
 
 def _composed_process(
-  algorithm: algorithm_base.Algorithm,
+  algorithm: algorithm_base.Algorithm, client_data: str = SINGLE_ELEMENT
 ) -> tff.learning.templates.LearningProcess:
   """The template route: distributor, client work, aggregator, finalizer."""
   weights_type, _, _ = _model_types(algorithm)
-  client_work = build_client_work(algorithm)
+  client_work = build_client_work(algorithm, client_data)
   update_type = client_work.next.type_signature.result.result.member.update
   return tff.learning.templates.compose_learning_process(
     _initial_weights_fn(algorithm),
@@ -408,7 +456,9 @@ def _handwritten_process(
 
 
 def build_learning_process(
-  algorithm: algorithm_base.Algorithm, clients_per_round: int | None = None
+  algorithm: algorithm_base.Algorithm,
+  clients_per_round: int | None = None,
+  client_data: str = SINGLE_ELEMENT,
 ) -> tff.learning.templates.LearningProcess:
   """The algorithm as a `tff.learning.templates.LearningProcess`.
 
@@ -418,13 +468,25 @@ def build_learning_process(
   round). Metrics: `client_work/train` (the model's metrics), `client_work/client_stats`,
   `finalizer/update_non_finite`, and `client_states` for stateful algorithms.
 
+  With `client_data=BATCHED` (algorithms without extra server or client state), `next` takes
+  TFF's ordinary client data instead: any batched `tf.data.Dataset` of the model's input spec
+  per client, seeds derived inside (`build_client_work`).
+
   Args:
     algorithm: an `Algorithm`.
     clients_per_round: the number of clients of every round; required for stateful algorithms
       (the size of the gathered client states).
+    client_data: SINGLE_ELEMENT or BATCHED.
   """
+  if client_data not in CLIENT_DATA:
+    raise ValueError(f'client_data must be one of {", ".join(CLIENT_DATA)}, got {client_data!r}')
   if algorithm.fits_templates:
-    return _composed_process(algorithm)
+    return _composed_process(algorithm, client_data)
+  if client_data == BATCHED:
+    raise ValueError(
+      f'{algorithm.name} keeps extra server or client state: its LearningProcess takes '
+      f'client_data={SINGLE_ELEMENT!r} only (one element per client with its seed and state)'
+    )
   return _handwritten_process(algorithm, clients_per_round)
 
 
