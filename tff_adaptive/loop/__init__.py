@@ -5,7 +5,8 @@
 * `outputs`: hparams.json (fingerprint + runtime section), client_eval files;
 * `evaluation`: pooled and per-client evaluation, distribution statistics;
 * `sampling`: seeded client sampling (TFF's sampler or O(k));
-* `run_dir`: the experiment directory and its lock; `targets`: rounds-to-target.
+* `run_dir`: the experiment directory and its lock; `targets`: rounds-to-target;
+* `stopping`: Ctrl-C/SIGTERM stop the loop after the round in progress, with its checkpoint.
 """
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
   'outputs',
   'run_dir',
   'sampling',
+  'stopping',
   'targets',
   'training_loop',
 ]
