@@ -137,7 +137,10 @@ def main(argv):
     run_dir.prepare(output_dir)
     lock = run_dir.RunLock(output_dir)  # noqa: F841  (held for the life of the process)
     outputs.check_or_write_hparams(
-      output_dir, trainer_flags.hparams_record(config), trainer_flags.HPARAMS_HINTS
+      output_dir,
+      trainer_flags.hparams_record(config),
+      trainer_flags.HPARAMS_HINTS,
+      upgrade=trainer_flags.upgrade_hparams,
     )
   except (
     datasets.DataNotFoundError,

@@ -474,6 +474,21 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
   }
 
 
+def upgrade_hparams(stored: dict[str, Any]) -> dict[str, Any]:
+  """A stored hparams.json in the current format, for `outputs.check_or_write_hparams`.
+
+  Before 87e7419 the task section held every TaskConfig field (data_dir as an absolute path,
+  dirichlet_alpha for synthetic, ...); only what the task reads shaped the run, so the rest is
+  dropped and such a run resumes (given its --experiment_name: default names changed too).
+  """
+  task = stored.get('task')
+  if not isinstance(task, dict) or task.get('name') not in tasks.TASKS:
+    return stored
+  reads = set(tasks.TASKS[task['name']].reads) - {'data_dir'}
+  kept = {k: v for k, v in task.items() if k in ('name', 'seed') or k in reads}
+  return dict(stored, task=kept)
+
+
 def task_record(config: tasks.TaskConfig) -> dict[str, Any]:
   """The task's part of hparams.json: its name, seed and the options it reads (not data_dir)."""
   return {

@@ -80,3 +80,15 @@ def test_a_runtime_change_resumes_and_is_rewritten(tmp_path):
   outputs.check_or_write_hparams(str(tmp_path), moved)
   stored = json.loads((tmp_path / 'hparams.json').read_text())
   assert stored['runtime']['data_dir'] == '/another/checkout/data'
+
+
+def test_an_upgraded_record_resumes_and_is_rewritten_in_the_current_format(tmp_path):
+  old_format = _with(
+    _RECORD, 'task', {'name': 'synthetic', 'seed': 1, 'data_dir': '/x', 'alpha': 1}
+  )
+  (tmp_path / 'hparams.json').write_text(json.dumps(old_format))
+  with pytest.raises(outputs.ConfigMismatchError, match='task.alpha: 1 -> <absent>; task.data_dir'):
+    outputs.check_or_write_hparams(str(tmp_path), _RECORD)
+  drop = lambda stored: _with(stored, 'task', {'name': 'synthetic', 'seed': 1})
+  outputs.check_or_write_hparams(str(tmp_path), _RECORD, upgrade=drop)
+  assert json.loads((tmp_path / 'hparams.json').read_text()) == _RECORD

@@ -216,6 +216,22 @@ def test_a_flag_the_optimizer_ignores_is_warned_about_and_not_recorded(tmp_path)
   assert 'had already finished 1 rounds' in again.stdout
 
 
+def test_a_run_recorded_by_an_earlier_version_resumes(reference, tmp_path):
+  """hparams.json before 87e7419 held every task option (and data_dir): those the task does not
+  read never shaped the run, so the run resumes under its name and the file is rewritten."""
+  experiment = tmp_path / 'old_run'
+  shutil.copytree(reference, experiment)
+  stored = json.loads((experiment / 'hparams.json').read_text())
+  stored['task'].update(
+    data_dir=None, dirichlet_alpha=0.1, examples_per_client=None
+  )  # synthetic reads neither
+  (experiment / 'hparams.json').write_text(json.dumps(stored))
+  again = run_trainer([*ARGS, '--experiment_name=old_run', f'--root_output_dir={tmp_path}'])
+  assert f'{experiment} had already finished {TOTAL} rounds' in again.stdout, again.report()
+  rewritten = json.loads((experiment / 'hparams.json').read_text())
+  assert 'dirichlet_alpha' not in rewritten['task'] and 'data_dir' in rewritten['runtime']
+
+
 def test_a_damaged_hparams_json_exits_2_naming_it(reference, tmp_path):
   experiment = tmp_path / NAME
   shutil.copytree(reference, experiment)

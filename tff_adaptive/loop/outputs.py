@@ -6,6 +6,7 @@ change it and still resume. Any other difference refuses to resume, naming the c
 first (`client.optimizer.name: 'delta_sgd' -> 'sps'`), then other keys.
 """
 
+from collections.abc import Callable
 from collections.abc import Mapping
 import csv
 import hashlib
@@ -80,16 +81,22 @@ def _differences(old: dict, new: dict, hints: Mapping[str, str] | None, shown: i
 
 
 def check_or_write_hparams(
-  output_dir: str, hparams: Mapping[str, Any], hints: Mapping[str, str] | None = None
+  output_dir: str,
+  hparams: Mapping[str, Any],
+  hints: Mapping[str, str] | None = None,
+  upgrade: Callable[[dict], dict] | None = None,
 ) -> None:
   """Writes hparams.json, or checks that an existing one matches `hparams`.
 
-  The `runtime` section is not compared; it is rewritten with the new values.
+  The `runtime` section is not compared; it is rewritten with the new values (and the whole
+  file in the current format when `upgrade` changed it).
 
   Args:
     output_dir: the experiment directory.
     hparams: the run's record.
     hints: optional dotted key -> why it cannot change, appended to a mismatch message.
+    upgrade: optional stored record -> the same record in the current format (e.g. without keys
+      an older version recorded that never shaped the run), applied before comparing.
 
   Raises:
     ConfigMismatchError: naming the differing keys (dotted paths such as
@@ -109,13 +116,13 @@ def check_or_write_hparams(
         f'{output_dir}: restore it, or use a new --experiment_name'
       ) from None
     checked = lambda h: _leaves({k: v for k, v in h.items() if k != UNCHECKED_SECTION})
-    old, new = checked(stored), checked(hparams)
+    old, new = checked(upgrade(stored) if upgrade else stored), checked(hparams)
     if old != new:
       raise ConfigMismatchError(
         f'{output_dir} holds a run with different hyperparameters '
         f'({_differences(old, new, hints)}); use a new --experiment_name or delete that directory'
       )
-    if stored.get(UNCHECKED_SECTION) == hparams.get(UNCHECKED_SECTION):
+    if stored == hparams:
       return
   os.makedirs(output_dir, exist_ok=True)
   write_json_atomically(path, hparams)
