@@ -5,6 +5,7 @@ import dataclasses
 
 from tff_adaptive import datasets
 from tff_adaptive import registry
+from tff_adaptive.datasets import tff_sqlite
 from tff_adaptive.tasks import cifar
 from tff_adaptive.tasks import emnist
 from tff_adaptive.tasks import fmnist
@@ -42,7 +43,7 @@ _FETCH = 'python -m tff_adaptive.datasets.fetch --data_dir={data_dir} --dataset=
 def _tff_file(dataset: str) -> datasets.DataFile:
   """TFF's SQLite file of `dataset`, fetched by tff_adaptive.datasets.fetch."""
   return datasets.DataFile(
-    f'{dataset}.sqlite' if dataset != 'emnist' else 'emnist_all.sqlite',
+    tff_sqlite.SQLITE_FILES[dataset],
     _FETCH % dataset,
     has_samples=True,
   )
