@@ -1,0 +1,437 @@
+"""Program processes forked from one that has already imported TensorFlow and TFF.
+
+Infrastructure (no paper). Every `python -m run.federated_trainer` spends about 10 CPU-s importing
+TensorFlow and TFF before it reads a flag; a short run (a test, a cell of a grid search) spends
+more on that than on training. `Preloaded(('run.federated_trainer',))` starts one server process
+that imports the program's modules once, then forks one child per `popen(...)`. The child is a
+process of its own (pid, exit status, signals, process group, stdio, working directory,
+environment, rusage) that runs the program as `__main__`, as `python -m` would, minus the imports:
+
+  server = preload.Preloaded(('run.federated_trainer',))
+  trainer = server.popen('run.federated_trainer', ['--task=synthetic'], stdout=subprocess.PIPE)
+  trainer.wait()  # like subprocess.Popen: returncode, poll, send_signal, kill, stdout, stderr
+
+Forking is safe because the server only imports: it refuses to fork once TensorFlow's runtime
+has started (its thread pools would not survive a fork), and each child sets up TFF's default
+context afresh (the import-time one keeps its event loop on a thread that a fork leaves behind).
+Variables read while importing (TF_CPP_MIN_LOG_LEVEL, PYTHON*, ...) are fixed when the server
+starts: `popen` refuses an environment that differs in them.
+
+The children are the server's, not the caller's: the server reports each exit (status and CPU
+time) over its socket; a child outlives the server only like a `subprocess.Popen` child outlives
+its parent (pass `death_signal` to tie it). The server exits when its caller closes it or dies;
+it runs in its own process group and ignores SIGINT; a child joins the caller's process group
+(or, with `process_group=True`, one of its own), so a terminal's Ctrl-C reaches the caller and
+its children as with `subprocess.Popen`, not the server.
+"""
+
+import atexit
+import io
+import json
+import os
+import runpy
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+__all__ = ['Preloaded', 'Process', 'ServerError']
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Read while Python or TensorFlow start or import: a child's must match the server's.
+_IMPORT_TIME_PREFIXES = ('TF_', 'TENSORFLOW', 'PYTHON', 'CUDA', 'XLA', 'OMP_', 'OPENBLAS', 'MKL')
+_PER_CHILD = frozenset({'PYTHONUNBUFFERED'})  # the child builds its stdio itself
+
+
+class ServerError(RuntimeError):
+  """The preloading server failed to start or stopped answering."""
+
+
+def import_time_env(env) -> dict:
+  """The variables of `env` that take effect while Python and TensorFlow start."""
+  return {
+    k: v for k, v in env.items() if k.startswith(_IMPORT_TIME_PREFIXES) and k not in _PER_CHILD
+  }
+
+
+# ---------------------------------------------------------------------------------------------
+# The server: imports, then forks one child per request.
+
+
+def _send(sock: socket.socket, message: dict, fds=()) -> None:
+  socket.send_fds(sock, [json.dumps(message).encode()], list(fds))
+
+
+def _runtime_started() -> bool:
+  if 'tensorflow' not in sys.modules:
+    return False
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+
+  return context.context()._context_handle is not None  # pylint: disable=protected-access
+
+
+def _std_streams(unbuffered: bool) -> None:
+  """sys.stdin/stdout/stderr over fds 0-2, buffered as Python buffers them at start-up."""
+
+  def text(fd, mode, **kwargs):
+    raw = io.FileIO(fd, mode, closefd=False)
+    if 'w' in mode and unbuffered:
+      return io.TextIOWrapper(raw, encoding='utf-8', write_through=True, **kwargs)
+    buffered = io.BufferedWriter(raw) if 'w' in mode else io.BufferedReader(raw)
+    return io.TextIOWrapper(buffered, encoding='utf-8', **kwargs)
+
+  sys.stdin = sys.__stdin__ = text(0, 'rb')
+  sys.stdout = sys.__stdout__ = text(1, 'wb', line_buffering=os.isatty(1))
+  sys.stderr = sys.__stderr__ = text(2, 'wb', errors='backslashreplace', line_buffering=True)
+  absl_logging = sys.modules.get('absl.logging')
+  if absl_logging is not None:  # its handler holds the stream it was created with
+    absl_logging.get_absl_handler().python_handler.stream = sys.stderr
+
+
+def _exit_code(exit: SystemExit) -> int:
+  """What Python exits with for an uncaught SystemExit."""
+  if exit.code is None:
+    return 0
+  if isinstance(exit.code, int):
+    return exit.code
+  print(exit.code, file=sys.stderr)
+  return 1
+
+
+def _run_child(request: dict, fds: list[int]) -> None:  # pragma: no cover (forked child)
+  """Becomes `python -m <module> <args>` in the child; never returns."""
+  code, die_by = 1, None
+  try:
+    os.setpgid(0, request['pgid'])  # the caller's group, or (0) one of its own
+    if request['death_signal']:
+      import ctypes  # pylint: disable=g-import-not-at-top
+
+      ctypes.CDLL(None, use_errno=True).prctl(1, request['death_signal'])  # PR_SET_PDEATHSIG
+    for target, fd in enumerate(fds):
+      os.dup2(fd, target)
+      os.close(fd)
+    os.chdir(request['cwd'])
+    os.environ.clear()
+    os.environ.update(request['env'])
+    _std_streams(bool(request['env'].get('PYTHONUNBUFFERED')))
+    sys.argv = [request['module'], *request['args']]
+    sys.path[0] = request['cwd']
+    if 'tensorflow_federated' in sys.modules:
+      import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+      tff.backends.native.set_sync_local_cpp_execution_context()  # as TFF's import does
+    try:
+      runpy.run_module(request['module'], run_name='__main__', alter_sys=True)
+      code = 0
+    except SystemExit as e:
+      code = _exit_code(e)
+    except KeyboardInterrupt:  # Python prints it and dies by SIGINT (exit status 130)
+      traceback.print_exc()
+      code, die_by = 130, signal.SIGINT
+    except BaseException:  # pylint: disable=broad-except
+      traceback.print_exc()
+      code = 1
+    threading._shutdown()  # pylint: disable=protected-access  (joins non-daemon threads)
+    atexit._run_exitfuncs()  # pylint: disable=protected-access
+  finally:
+    for stream in (sys.stdout, sys.stderr):
+      try:
+        stream.flush()
+      except Exception:  # pylint: disable=broad-except
+        pass
+    if die_by is not None:
+      signal.signal(die_by, signal.SIG_DFL)
+      os.kill(os.getpid(), die_by)
+    os._exit(code & 0xFF)  # pylint: disable=protected-access
+
+
+def serve(sock: socket.socket, modules: list[str]) -> None:
+  """The server's loop: import `modules`, then fork on each request until the socket closes."""
+  programs = set(modules)
+  for name in modules:
+    __import__(name)
+  for name in programs:  # a program runs as __main__ in the child, not as its module
+    sys.modules.pop(name, None)
+    package, _, leaf = name.rpartition('.')
+    if package in sys.modules and hasattr(sys.modules[package], leaf):
+      delattr(sys.modules[package], leaf)
+  if _runtime_started():
+    raise ServerError(f'importing {modules} started the TensorFlow runtime; cannot fork safely')
+  signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's, not the server's, to act on
+  wake_r, wake_w = os.pipe()
+  os.set_blocking(wake_r, False)
+  os.set_blocking(wake_w, False)
+  signal.set_wakeup_fd(wake_w)
+  signal.signal(signal.SIGCHLD, lambda *_: None)
+  children = set()
+  _send(sock, {'ready': os.getpid()})
+  while True:
+    readable, _, _ = select.select([sock, wake_r], [], [])
+    if wake_r in readable:
+      while True:
+        try:
+          if not os.read(wake_r, 512):
+            break
+        except BlockingIOError:
+          break
+    while children:
+      pid, status, usage = os.wait4(-1, os.WNOHANG)
+      if not pid:
+        break
+      children.discard(pid)
+      cpu_s = usage.ru_utime + usage.ru_stime
+      _send(sock, {'exit': pid, 'code': os.waitstatus_to_exitcode(status), 'cpu_s': cpu_s})
+    if sock in readable:
+      data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
+      if not data:  # the caller closed the socket or died
+        return
+      request = json.loads(data)
+      sys.stdout.flush()
+      sys.stderr.flush()
+      pid = os.fork()
+      if pid == 0:  # pragma: no cover
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python starts
+        for fd in (wake_r, wake_w, sock.fileno()):
+          os.close(fd)
+        _run_child(request, fds)
+      for fd in fds:
+        os.close(fd)
+      children.add(pid)
+      _send(sock, {'started': pid})
+
+
+# ---------------------------------------------------------------------------------------------
+# The caller's side.
+
+
+class Process:
+  """A child of the server, used like `subprocess.Popen`."""
+
+  def __init__(self, server: 'Preloaded', pid: int, args: list[str], stdout, stderr):
+    self._server = server
+    self.pid = pid
+    self.args = args
+    self.stdout = stdout
+    self.stderr = stderr
+    self.stdin = None
+    self.returncode = None
+    self.cpu_s = None  # user + system CPU seconds of the child and its waited-for children
+
+  def poll(self):
+    if self.returncode is None:
+      ended = self._server._exited(self.pid, timeout_s=0)  # pylint: disable=protected-access
+      if ended is not None:
+        self.returncode, self.cpu_s = ended
+    return self.returncode
+
+  def wait(self, timeout=None):
+    if self.returncode is None:
+      ended = self._server._exited(self.pid, timeout_s=timeout)  # pylint: disable=protected-access
+      if ended is None:
+        raise subprocess.TimeoutExpired(self.args, timeout)
+      self.returncode, self.cpu_s = ended
+    return self.returncode
+
+  def send_signal(self, sig: int) -> None:
+    if self.poll() is None:
+      try:
+        os.kill(self.pid, sig)
+      except ProcessLookupError:
+        pass
+
+  def terminate(self) -> None:
+    self.send_signal(signal.SIGTERM)
+
+  def kill(self) -> None:
+    self.send_signal(signal.SIGKILL)
+
+  def communicate(self, timeout=None):
+    """(stdout, stderr) read to the end, then waits; like Popen.communicate without input."""
+    results = {}
+
+    def drain(name):
+      stream = getattr(self, name)
+      if stream is not None:
+        results[name] = stream.read()
+        stream.close()
+
+    readers = [threading.Thread(target=drain, args=(n,)) for n in ('stdout', 'stderr')]
+    for r in readers:
+      r.start()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for r in readers:
+      r.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    if any(r.is_alive() for r in readers):
+      raise subprocess.TimeoutExpired(self.args, timeout)
+    self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return results.get('stdout'), results.get('stderr')
+
+
+class Preloaded:
+  """A server that has imported `modules` and forks a child per `popen`; `close()` stops it."""
+
+  def __init__(self, modules, env=None, start_timeout_s: float = 300.0):
+    self.modules = list(modules)
+    self.env = dict(os.environ if env is None else env)
+    self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    self._server = subprocess.Popen(  # pylint: disable=consider-using-with
+      [sys.executable, '-m', 'run.preload', str(theirs.fileno()), *self.modules],
+      cwd=_REPO,
+      env=self.env,
+      stdin=subprocess.DEVNULL,
+      pass_fds=[theirs.fileno()],
+      process_group=0,  # a terminal's Ctrl-C reaches the caller, which decides what to stop
+    )
+    theirs.close()
+    self._cond = threading.Condition()
+    self._exits: dict[int, tuple[int, float]] = {}
+    self._started: list[int] = []
+    self._request_lock = threading.Lock()
+    self._closed = False
+    self._sock.settimeout(start_timeout_s)
+    try:
+      ready = self._recv()
+    except (OSError, ValueError) as e:
+      self._server.kill()
+      raise ServerError(f'the preloading server did not start: {e}') from None
+    if ready is None or 'ready' not in ready:
+      self._server.wait()
+      raise ServerError(f'the preloading server exited with {self._server.returncode}')
+    self._sock.settimeout(None)
+    self._reader = threading.Thread(target=self._read, daemon=True)
+    self._reader.start()
+
+  def _recv(self):
+    data = self._sock.recv(1 << 20)
+    return json.loads(data) if data else None
+
+  def _read(self) -> None:
+    while True:
+      try:
+        message = self._recv()
+      except OSError:
+        message = None
+      with self._cond:
+        if message is None:
+          self._closed = True
+          self._cond.notify_all()
+          return
+        if 'started' in message:
+          self._started.append(message['started'])
+        else:
+          self._exits[message['exit']] = (message['code'], message['cpu_s'])
+        self._cond.notify_all()
+
+  def _exited(self, pid: int, timeout_s):
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    with self._cond:
+      while pid not in self._exits:
+        if self._closed:
+          raise ServerError(f'the preloading server stopped before process {pid} ended')
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+          return None
+        self._cond.wait(remaining)
+      return self._exits[pid]
+
+  def popen(
+    self,
+    module: str,
+    args,
+    *,
+    cwd=None,
+    env=None,
+    stdin=subprocess.DEVNULL,
+    stdout=None,
+    stderr=None,
+    text: bool = False,
+    process_group: bool = False,
+    death_signal: int = 0,
+  ) -> Process:
+    """`python -m module *args` as a child of the server; stdio as for `subprocess.Popen`
+    (None, DEVNULL, PIPE, a file object or fd; stderr also STDOUT)."""
+    if module not in self.modules:
+      raise ValueError(f'{module!r} was not preloaded; preloaded: {", ".join(self.modules)}')
+    env = dict(os.environ if env is None else env)
+    if import_time_env(env) != import_time_env(self.env):
+      raise ValueError(
+        f'the environment differs from the server in variables read at import: '
+        f'{sorted(set(import_time_env(env).items()) ^ set(import_time_env(self.env).items()))}'
+      )
+    to_close, ours = [], {}
+
+    def child_fd(spec, number, name):
+      if spec is None:
+        return os.dup(number)
+      if spec == subprocess.DEVNULL:
+        return os.open(os.devnull, os.O_RDWR)
+      if spec == subprocess.PIPE:
+        read_end, write_end = os.pipe()
+        ours[name] = read_end
+        return write_end
+      return os.dup(spec if isinstance(spec, int) else spec.fileno())
+
+    fds = [child_fd(stdin, 0, 'stdin'), child_fd(stdout, 1, 'stdout')]
+    fds.append(os.dup(fds[1]) if stderr == subprocess.STDOUT else child_fd(stderr, 2, 'stderr'))
+    to_close.extend(fds)
+    request = {
+      'module': module,
+      'args': [str(a) for a in args],
+      'cwd': os.path.abspath(cwd or os.getcwd()),
+      'env': env,
+      'pgid': 0 if process_group else os.getpgrp(),
+      'death_signal': int(death_signal),
+    }
+    try:
+      with self._request_lock:
+        with self._cond:
+          if self._closed:
+            raise ServerError('the preloading server has stopped')
+          _send(self._sock, request, fds)
+          while not self._started and not self._closed:
+            self._cond.wait()
+          if not self._started:
+            raise ServerError('the preloading server stopped before starting the process')
+          pid = self._started.pop(0)
+    finally:
+      for fd in to_close:
+        os.close(fd)
+    if 'stdin' in ours:  # a pipe into the child: not needed by any caller yet
+      os.close(ours.pop('stdin'))
+    streams = {
+      name: (open(fd, 'r') if text else open(fd, 'rb'))  # pylint: disable=consider-using-with
+      for name, fd in ours.items()
+    }
+    return Process(
+      self, pid, [module, *request['args']], streams.get('stdout'), streams.get('stderr')
+    )
+
+  def close(self) -> None:
+    """Stops the server (its running children go on, as a Popen child does)."""
+    try:
+      self._sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+      pass
+    self._sock.close()
+    try:
+      self._server.wait(30)
+    except subprocess.TimeoutExpired:
+      self._server.kill()
+      self._server.wait()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+if __name__ == '__main__':
+  serve(socket.socket(fileno=int(sys.argv[1])), sys.argv[2:])

@@ -1,0 +1,161 @@
+"""run.preload: a child forked from the preloading server behaves as `python -m` would.
+
+Each case runs tests/preload_program.py both ways, as `sys.executable -m` and as a child of a
+server, and compares exit status, stdout and stderr; then the trainer itself, both ways.
+"""
+
+import csv
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from run import preload
+from tests import trainer_processes
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PROGRAM = 'tests.preload_program'
+ENV = {**os.environ, 'PYTHONPATH': str(REPO), 'PRELOAD_TEST_VAR': 'x'}  # -m finds it from anywhere
+
+
+@pytest.fixture(scope='module')
+def server():
+  with preload.Preloaded([PROGRAM], env=ENV) as s:
+    yield s
+
+
+def _both(server, args, cwd, **kwargs):
+  runs = []
+  for start in (
+    lambda **k: subprocess.Popen([sys.executable, '-m', PROGRAM, *args], **k),
+    lambda **k: server.popen(PROGRAM, args, **k),
+  ):
+    process = start(
+      cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs
+    )
+    out, err = process.communicate(timeout=60)
+    runs.append((process.returncode, out, err))
+  return runs
+
+
+def _traceback_lines(err: str) -> list:
+  # File paths differ (runpy is entered from another frame): compare the lines without them.
+  return [l for l in err.splitlines() if not l.startswith('  ')]
+
+
+@pytest.mark.parametrize(
+  'action, code',
+  [('ok', 0), ('exit3', 3), ('exit_message', 1), ('raise', 1), ('interrupt', -signal.SIGINT)],
+)
+def test_exit_status_and_output_are_those_of_python_dash_m(server, tmp_path, action, code):
+  (real_code, real_out, real_err), (code_, out, err) = _both(server, [action, 'b c'], tmp_path)
+  assert real_code == code_ == code
+  assert out == real_out
+  assert f"argv=['{action}', 'b c'] cwd={tmp_path} var=x\nname=__main__ pgid_is_own=False\n" in out
+  assert out.endswith('atexit ran\n')
+  assert _traceback_lines(err) == _traceback_lines(real_err)
+  if action == 'raise':
+    assert err.splitlines()[-1] == 'ValueError: boom'
+  if action == 'exit_message':
+    assert err == 'a message\n'
+
+
+def test_non_daemon_threads_finish_before_exit(server, tmp_path):
+  (_, real_out, _), (code, out, _) = _both(server, ['thread'], tmp_path)
+  assert code == 0 and out == real_out
+  assert out.endswith('thread done\natexit ran\n')
+
+
+def test_stdin_and_stderr_to_stdout(server, tmp_path):
+  with open(tmp_path / 'in', 'w') as f:
+    f.write('hello')
+  with open(tmp_path / 'in') as stdin:
+    child = server.popen(
+      PROGRAM, ['stdin'], cwd=tmp_path, env=ENV, stdin=stdin, stdout=subprocess.PIPE
+    )
+  assert b"stdin='hello'" in child.stdout.read()
+  assert child.wait(30) == 0
+  child = server.popen(
+    PROGRAM, ['raise'], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+  )
+  assert 'ValueError: boom' in child.stdout.read().decode().splitlines()
+  assert child.wait(30) == 1
+
+
+@pytest.mark.parametrize(
+  'sig, code', [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, -signal.SIGINT)]
+)
+def test_signals_reach_the_child_and_its_own_process_group(server, tmp_path, sig, code):
+  child = server.popen(
+    PROGRAM,
+    ['wait_for_signal'],
+    cwd=tmp_path,
+    env=ENV,
+    stdout=subprocess.PIPE,
+    process_group=True,
+  )
+  assert child.stdout.readline().startswith(b'argv=')
+  assert child.stdout.readline() == b'name=__main__ pgid_is_own=True\n'
+  assert child.stdout.readline() == b'waiting\n'
+  assert child.poll() is None
+  with pytest.raises(subprocess.TimeoutExpired):
+    child.wait(0.2)
+  child.send_signal(sig)
+  assert child.wait(30) == code
+  assert child.cpu_s is not None and child.cpu_s < 5
+
+
+def test_refuses_other_programs_and_import_time_variables(server):
+  with pytest.raises(ValueError, match=r"'run.federated_trainer' was not preloaded; preloaded: "):
+    server.popen('run.federated_trainer', [])
+  with pytest.raises(ValueError, match=r"variables read at import: \[\('TF_CPP_MIN_LOG_LEVEL'"):
+    server.popen(PROGRAM, ['ok'], env={**server.env, 'TF_CPP_MIN_LOG_LEVEL': '1'})
+
+
+def test_children_with_a_death_signal_end_with_the_server(tmp_path):
+  server = preload.Preloaded([PROGRAM], env=ENV)
+  child = server.popen(
+    PROGRAM,
+    ['wait_for_signal'],
+    cwd=tmp_path,
+    env=ENV,
+    stdout=subprocess.PIPE,
+    death_signal=signal.SIGTERM,
+  )
+  assert child.stdout.readline().startswith(b'argv=')
+  server_pid = server._server.pid  # pylint: disable=protected-access
+  server.close()
+  assert server._server.returncode == 0  # pylint: disable=protected-access
+  deadline = time.monotonic() + 10
+  while os.path.exists(f'/proc/{child.pid}') and time.monotonic() < deadline:
+    time.sleep(0.05)
+  assert not os.path.exists(f'/proc/{child.pid}'), f'child of server {server_pid} outlived it'
+  with pytest.raises(preload.ServerError, match='has stopped'):
+    server.popen(PROGRAM, ['ok'], env=ENV)
+
+
+def _metrics_without_timing(root: pathlib.Path) -> list:
+  [experiment] = [p for p in root.iterdir() if p.is_dir()]
+  with open(experiment / 'metrics.csv', newline='') as f:
+    return [{k: v for k, v in row.items() if k != 'seconds_per_round'} for row in csv.DictReader(f)]
+
+
+def test_the_trainer_forked_writes_what_the_trainer_as_a_new_process_writes(tmp_path):
+  args = ['--task=synthetic', '--total_rounds=2', '--rounds_per_eval=1', '--engine=tff']
+  outputs = {}
+  for name, real in (('real', True), ('forked', False)):
+    root = tmp_path / name
+    run = trainer_processes.run([*args, f'--root_output_dir={root}'], real=real, timeout=300)
+    assert run.returncode == 0, run.stderr
+    text = re.sub(r' \d+\.\d\ds/round eta \S+', '', run.stdout).replace(str(root), 'ROOT')
+    outputs[name] = (text, trainer_processes.stderr_lines(run.stderr))
+    outputs[name + '_metrics'] = _metrics_without_timing(root)
+  assert outputs['forked'] == outputs['real']
+  assert outputs['forked'][1] == []
+  assert len(outputs['forked_metrics']) == 2
+  assert outputs['forked_metrics'] == outputs['real_metrics']
