@@ -39,6 +39,7 @@ import numpy as np
 import pytest
 
 from tests import test_engine_parity as engine_parity  # its runs: the same through the loop
+from tests import trainer_processes
 from tests.metrics_close import assert_rows_close
 from tff_adaptive import runtime
 from tff_adaptive.runtime import remote
@@ -142,7 +143,9 @@ def workers():
 
 
 def _train(args, root: pathlib.Path) -> subprocess.CompletedProcess:
-  return _python('-m', 'run.federated_trainer', *args, f'--root_output_dir={root}')
+  return trainer_processes.run(
+    [*args, f'--root_output_dir={root}'], environment=_env(), timeout=RUN_TIMEOUT_S
+  )
 
 
 def _python(*args, timeout_s=RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
@@ -157,11 +160,10 @@ def _python(*args, timeout_s=RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
   )
 
 
-def _start(args, root: pathlib.Path) -> subprocess.Popen:
-  return subprocess.Popen(  # pylint: disable=consider-using-with
-    [sys.executable, '-m', 'run.federated_trainer', *args, f'--root_output_dir={root}'],
-    cwd=REPO,
-    env=_env(),
+def _start(args, root: pathlib.Path):
+  return trainer_processes.popen(
+    [*args, f'--root_output_dir={root}'],
+    environment=_env(),
     stdin=subprocess.DEVNULL,
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,

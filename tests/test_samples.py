@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tests import trainer_processes
 from tff_adaptive import datasets
 from tff_adaptive import tasks
 from tff_adaptive.datasets import samples
@@ -52,21 +53,15 @@ def test_the_documented_command_then_trains_so_lr(tmp_path):
   )
   assert written.returncode == 0, written.stderr[-2000:]
   assert 'try: python -m run.federated_trainer --task=so_lr' in written.stdout
-  trained = subprocess.run(
+  trained = trainer_processes.run(
     [
-      sys.executable,
-      '-m',
-      'run.federated_trainer',
       '--task=so_lr',
       f'--data_dir={tmp_path / "d"}',
       '--engine=inprocess',
       '--total_rounds=1',
       f'--root_output_dir={tmp_path / "out"}',
     ],
-    cwd=REPO,
-    env=env,
-    capture_output=True,
-    text=True,
+    environment=env,
     timeout=300,
   )
   assert trained.returncode == 0, trained.stderr[-2000:]

@@ -1,17 +1,17 @@
-"""End-to-end tests of `python -m run.federated_trainer`, each run as a subprocess.
+"""End-to-end tests of `python -m run.federated_trainer`, each run as a process of its own.
 
-The trainer is started with `sys.executable -m run.federated_trainer` from the repository root
-(TF_CPP_MIN_LOG_LEVEL=2, outputs under pytest's tmp_path); absl FLAGS are never touched in
-this process. Covered: every server optimizer (and fmnist for two of them), SCAFFOLD, the
+The trainer runs from the repository root (TF_CPP_MIN_LOG_LEVEL=2, outputs under pytest's
+tmp_path), forked from the tests' preloading server (`tests.trainer_processes`: a process of its
+own without the TF/TFF imports; a few bad-input cases run as fresh `python -m` processes); absl
+FLAGS are never touched in this process. Covered: every server optimizer (and fmnist for two of them), SCAFFOLD, the
 in-process engine (with XLA and an explicit device), bit-exact determinism, exact resumption
 after SIGKILL (FedOpt and SCAFFOLD on both engines), the hyperparameter-mismatch refusal, one-line fast
 errors for bad input, divergence (exit 3), SIGINT (exit 130), and that no `worker_binary`
 started by a trainer outlives it. Workers are found by scanning /proc while the trainer runs
 for processes named worker_binary whose parent is the trainer, identified by (pid, start time).
 
-Runs are tiny (synthetic: 3-8 rounds; fmnist: 3 rounds on 20 clients). The bad-input runs are
-started together so their TF imports overlap; their "fast" check bounds the child's CPU time,
-which the machine's load does not inflate.
+Runs are tiny (synthetic: 3-8 rounds; fmnist: 3 rounds on 20 clients). The bad-input runs'
+"fast" check bounds the child's CPU time, which the machine's load does not inflate.
 """
 
 import csv
@@ -23,41 +23,20 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
+from tests import trainer_processes
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
 SERVER_OPTIMIZERS = ('sgd', 'sgdm', 'adagrad', 'adam', 'yogi')
 RUN_TIMEOUT_S = 300
-# TF 2.14 prints these three lines at `import tensorflow` whatever TF_CPP_MIN_LOG_LEVEL < 3 is
-# (tensorflow/tensorflow#62075); with the XLA line below they are the only stderr lines the
-# tests ignore.
-# XLA on the CPU adds one more when it first compiles (--xla): "SetPriority unimplemented for
-# this stream" (an XLA CPU-stream log line, no effect on results).
-_TF_IMPORT_NOISE = re.compile(
-  r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+\] (Unable to register cu(DNN|FFT|BLAS) '
-  r'factory: Attempting to register factory for plugin cu(DNN|FFT|BLAS) when one has '
-  r'already been registered|SetPriority unimplemented for this stream\.)$'
-)
-
-
-def _env() -> dict:
-  env = dict(os.environ)
-  env['TF_CPP_MIN_LOG_LEVEL'] = '2'
-  env['PYTHONUNBUFFERED'] = '1'
-  return env
-
-
-def _command(args) -> list:
-  return [sys.executable, '-m', 'run.federated_trainer', *args]
-
-
-def _stderr_lines(text: str) -> list:
-  return [l for l in text.splitlines() if l.strip() and not _TF_IMPORT_NOISE.match(l)]
+_env = trainer_processes.env
+_command = trainer_processes.command
+_stderr_lines = trainer_processes.stderr_lines
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,10 +96,8 @@ class Trainer:
 
   def __init__(self, args):
     self.args = list(args)
-    self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-      _command(self.args),
-      cwd=REPO,
-      env=_env(),
+    self.proc = trainer_processes.popen(
+      self.args,
       stdin=subprocess.DEVNULL,
       stdout=subprocess.PIPE,
       stderr=subprocess.PIPE,
@@ -867,17 +844,20 @@ _BAD_INPUT = {
     ],
   ),
 }
-_MAX_CPU_S = 30.0  # Flag errors cost a TF import (~6 CPU-s); a TFF process build costs more.
-# Each run imports TensorFlow (~650 MB resident): all 60-odd at once would exhaust 24 GB of memory,
-# so at most this many run at a time.
-_MAX_CONCURRENT_RUNS = 8
+# CPU seconds a bad flag may cost: in a fresh `python -m` process (TF and TFF imports, ~10 CPU-s),
+# and in a child of the tests' preloading server (the trainer's own work before it exits).
+_MAX_CPU_S = 30.0
+_MAX_CPU_S_PRELOADED = 3.0
+# Fresh processes each import TensorFlow (~650 MB resident): at most this many at a time.
+_MAX_CONCURRENT_RUNS = 4
 
 
 class _Spawned:
-  """A trainer run with stdout/stderr in files, reaped with os.wait4 for its CPU time."""
+  """A trainer run with stdout/stderr in files, and its CPU time (rusage) when it ended."""
 
-  def __init__(self, args, directory: pathlib.Path):
+  def __init__(self, args, directory: pathlib.Path, real: bool = False):
     self.args = args
+    self.real = real
     self.root = directory / 'out'
     self.stdout_path, self.stderr_path = directory / 'stdout', directory / 'stderr'
     self.proc = None
@@ -888,30 +868,37 @@ class _Spawned:
     if self.proc is not None:
       return
     with open(self.stdout_path, 'w') as out, open(self.stderr_path, 'w') as err:
-      self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-        _command([*self.args, f'--root_output_dir={self.root}']),
-        cwd=REPO,
-        env=_env(),
+      self.proc = trainer_processes.popen(
+        [*self.args, f'--root_output_dir={self.root}'],
+        real=self.real,
         stdin=subprocess.DEVNULL,
         stdout=out,
         stderr=err,
       )
 
+  def _ended(self) -> bool:
+    if not self.real:
+      if self.proc.poll() is None:
+        return False
+      self.rc, self.cpu_s = self.proc.returncode, self.proc.cpu_s
+      return True
+    pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+    if pid:
+      self.rc = self.proc.returncode = os.waitstatus_to_exitcode(status)
+      self.cpu_s = usage.ru_utime + usage.ru_stime
+    return bool(pid)
+
   def wait(self):
     self.start()
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while self.rc is None:
+    while True:
       self.workers |= _worker_children(self.proc.pid)
-      pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
-      if pid:
-        self.rc = self.proc.returncode = os.waitstatus_to_exitcode(status)
-        self.cpu_s = usage.ru_utime + usage.ru_stime
-      elif time.monotonic() > deadline:
+      if self._ended():
+        return self
+      if time.monotonic() > deadline:
         self.proc.kill()
         raise AssertionError(f'{self.args} ran over {RUN_TIMEOUT_S} s')
-      else:
-        time.sleep(0.05)
-    return self
+      time.sleep(0.05)
 
   @property
   def stdout(self) -> str:
@@ -928,13 +915,35 @@ class _Spawned:
     )
 
 
+def _check_bad_input(run, name: str, max_cpu_s: float) -> None:
+  assert run.rc == 2, run.report()
+  assert 'Traceback' not in run.stderr, run.report()
+  lines = _stderr_lines(run.stderr)
+  assert len(lines) == 1, run.report()
+  assert lines[0].startswith('federated_trainer: error: '), lines
+  for text in _BAD_INPUT[name][1]:
+    assert text in lines[0], (text, lines[0])
+  assert run.cpu_s < max_cpu_s, f'{run.cpu_s:.1f} CPU-s\n{run.report()}'
+  assert not run.workers
+  assert not run.root.exists()  # nothing written
+  assert run.stdout == ''
+
+
+@pytest.mark.parametrize('name', list(_BAD_INPUT))
+def test_bad_input_fails_fast_with_one_line(tmp_path, name):
+  run = _Spawned(_BAD_INPUT[name][0], tmp_path).wait()
+  _check_bad_input(run, name, _MAX_CPU_S_PRELOADED)
+
+
+# A fresh `python -m` process for a few: a flag, a cross-flag rule, the data check.
+_FRESH_PROCESS_CASES = ('task', 'fedpa_burnin_longer_than_run', 'device', 'data_files_all_named')
+
+
 @pytest.fixture(scope='module')
-def bad_input_runs(tmp_path_factory):
-  """All bad-input runs (the 'abc' parse error included), each started by the test's window."""
-  cases = dict(_BAD_INPUT)
+def fresh_bad_input_runs(tmp_path_factory):
   runs = {
-    name: _Spawned(args, tmp_path_factory.mktemp(f'bad_{name}'))
-    for name, (args, _) in cases.items()
+    name: _Spawned(_BAD_INPUT[name][0], tmp_path_factory.mktemp(f'bad_{name}'), real=True)
+    for name in _FRESH_PROCESS_CASES
   }
   yield runs
   for run in runs.values():
@@ -943,23 +952,12 @@ def bad_input_runs(tmp_path_factory):
       run.proc.wait()
 
 
-@pytest.mark.parametrize('name', list(_BAD_INPUT))
-def test_bad_input_fails_fast_with_one_line(bad_input_runs, name):
-  names = list(bad_input_runs)  # a sliding window: this run and the next few run together
+@pytest.mark.parametrize('name', _FRESH_PROCESS_CASES)
+def test_bad_input_in_a_fresh_process(fresh_bad_input_runs, name):
+  names = list(fresh_bad_input_runs)  # a sliding window: this run and the next few run together
   for ahead in names[names.index(name) : names.index(name) + _MAX_CONCURRENT_RUNS]:
-    bad_input_runs[ahead].start()
-  run = bad_input_runs[name].wait()
-  assert run.rc == 2, run.report()
-  assert 'Traceback' not in run.stderr, run.report()
-  lines = _stderr_lines(run.stderr)
-  assert len(lines) == 1, run.report()
-  assert lines[0].startswith('federated_trainer: error: '), lines
-  for text in _BAD_INPUT[name][1]:
-    assert text in lines[0], (text, lines[0])
-  assert run.cpu_s < _MAX_CPU_S, f'{run.cpu_s:.1f} CPU-s\n{run.report()}'
-  assert not run.workers
-  assert not run.root.exists()  # nothing written
-  assert run.stdout == ''
+    fresh_bad_input_runs[ahead].start()
+  _check_bad_input(fresh_bad_input_runs[name].wait(), name, _MAX_CPU_S)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1020,14 +1018,10 @@ def test_relative_flagfile_is_read_from_where_bazel_run_was_typed(tmp_path):
     '# a preset\n--task=synthetic\n--total_rounds=1\n--rounds_per_eval=1\n--root_output_dir=out\n'
   )
   env = {**_env(), 'BUILD_WORKING_DIRECTORY': str(typed)}
-  result = subprocess.run(
-    _command(['--flagfile=presets/tiny.flags', '--experiment_name=tiny']),
-    cwd=REPO,
-    env=env,
-    capture_output=True,
-    text=True,
+  result = trainer_processes.run(
+    ['--flagfile=presets/tiny.flags', '--experiment_name=tiny'],
+    environment=env,
     timeout=RUN_TIMEOUT_S,
-    check=False,
   )
   assert result.returncode == 0, result.stderr
   _, rows = _read_metrics(typed / 'out' / 'tiny')
