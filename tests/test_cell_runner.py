@@ -1,0 +1,140 @@
+"""reproductions.cell_runner: cells forked from the preloading server, stopped like processes.
+
+A driver (a small script around `cell_runner.run_cells`) runs two long synthetic cells; Ctrl-C
+(SIGINT) to the driver gives each cell one SIGTERM: each checkpoints its round and exits 143,
+recorded in its status file, and a rerun resumes both; SIGKILL to the driver leaves no trainer
+running (the server ends with the driver, its children with the server).
+"""
+
+import dataclasses
+import json
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from tests import trainer_processes
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+_DRIVER = """
+import dataclasses, sys
+from reproductions import cell_runner
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  name: str
+
+def command(cell, runs_dir):
+  return [sys.executable, '-m', 'run.federated_trainer', '--task=synthetic', '--engine=inprocess',
+          f'--total_rounds={ROUNDS}', '--rounds_per_eval=1000', '--rounds_per_checkpoint=1000',
+          f'--seed={1 + int(cell.name[-1])}', f'--root_output_dir={runs_dir}',
+          f'--experiment_name={cell.name}']
+
+code, failed, runner = cell_runner.run_cells([Cell('cell0'), Cell('cell1')], sys.argv[1], 2, command, ROUNDS)
+print('exit codes', runner.exit_codes, flush=True)
+sys.exit(code or (1 if failed else 0))
+"""
+
+
+def _driver(runs_dir: pathlib.Path, rounds: int) -> subprocess.Popen:
+  return subprocess.Popen(  # pylint: disable=consider-using-with
+    [sys.executable, '-c', _DRIVER.replace('ROUNDS', str(rounds)), str(runs_dir)],
+    cwd=REPO,
+    env=trainer_processes.env(),
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
+
+
+def _holders(runs_dir: pathlib.Path, marker: str, timeout_s: float = 300.0) -> dict:
+  """{cell: pid of the trainer holding its run lock}, once both cells' attempt (the part of its
+  log after its last '# <time> <command>' line) has printed `marker`."""
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline:
+    pids = {}
+    for cell in ('cell0', 'cell1'):
+      log = runs_dir / f'{cell}.log'
+      lock = runs_dir / cell / '.lock'
+      attempt = log.read_text().rsplit('\n# ', 1)[-1] if log.exists() else ''
+      if marker in attempt and lock.exists():
+        pids[cell] = int(lock.read_text())
+    if len(pids) == 2:
+      return pids
+    time.sleep(0.2)
+  raise AssertionError(f'the cells did not start: {sorted(p.name for p in runs_dir.iterdir())}')
+
+
+def _gone(pid: int, timeout_s: float) -> bool:
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline:
+    try:
+      with open(f'/proc/{pid}/stat') as f:
+        if f.read().rsplit(')', 1)[1].split()[0] in 'ZX':
+          return True
+    except FileNotFoundError:
+      return True
+    time.sleep(0.05)
+  return False
+
+
+def test_ctrl_c_stops_each_cell_with_one_sigterm_and_a_rerun_resumes(tmp_path):
+  runs = tmp_path / 'runs'
+  driver = _driver(runs, rounds=100000)
+  pids = _holders(runs, 'round 2/')
+  assert all(pid != driver.pid for pid in pids.values())
+  driver.send_signal(signal.SIGINT)
+  out, err = driver.communicate(timeout=120)
+  assert driver.returncode == 130, out + err
+  assert 'SIGINT: stopping 2 running cell(s) with SIGTERM' in out
+  for cell, pid in pids.items():
+    assert _gone(pid, 10), f'{cell} (pid {pid}) still runs'
+    status = json.loads((runs / f'{cell}.status.json').read_text())
+    assert status['exit_code'] == 143, status
+    log = (runs / f'{cell}.log').read_text()
+    assert 'stopped after round' in log and '(SIGTERM); its checkpoint is saved' in log, log
+  # The rerun resumes each cell after the round it checkpointed.
+  stopped_after = {
+    cell: int(re.findall(r'stopped after round (\d+)', (runs / f'{cell}.log').read_text())[-1])
+    for cell in pids
+  }
+  driver = _driver(runs, rounds=100000)
+  _holders(runs, 'Resuming ')
+  driver.send_signal(signal.SIGINT)
+  out, err = driver.communicate(timeout=120)
+  assert driver.returncode == 130, out + err
+  for cell, after in stopped_after.items():
+    attempt = (runs / f'{cell}.log').read_text().rsplit('\n# ', 1)[-1]
+    assert re.search(rf'^Resuming .* after round {after}$', attempt, re.M), attempt
+
+
+def test_a_killed_driver_leaves_no_trainer_running(tmp_path):
+  runs = tmp_path / 'runs'
+  driver = _driver(runs, rounds=100000)
+  pids = _holders(runs, 'round 2/')
+  driver.kill()
+  driver.communicate(timeout=60)
+  for cell, pid in pids.items():
+    assert _gone(pid, 60), f'{cell} (pid {pid}) outlived its driver'
+
+
+def test_without_the_server_each_cell_is_a_new_process(tmp_path):
+  from reproductions import cell_runner  # pylint: disable=g-import-not-at-top
+
+  @dataclasses.dataclass(frozen=True)
+  class Cell:
+    name: str
+
+  runs = tmp_path / 'runs'
+  command = lambda cell, runs_dir: trainer_processes.command(
+    ['--task=synthetic', '--total_rounds=2', f'--root_output_dir={runs_dir}']
+    + [f'--experiment_name={cell.name}', '--engine=inprocess']
+  )
+  runner = cell_runner.Runner([Cell('a')], str(runs), 1, command, 2, preload=False)
+  assert runner.run() is None
+  assert runner.exit_codes == {'a': 0}
+  assert (runs / 'a' / 'metrics.csv').read_text().count('\n') == 3  # header + 2 rounds
