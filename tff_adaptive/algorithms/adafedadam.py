@@ -14,12 +14,18 @@ Adam" (AdaFedAdam), Algorithms 1 and 2. Round t, model x_t, initial model x_0, c
                x_{t+1} = AdaAdam(x_t; g, C)    (`optimizers.adaadam`)
 
 Parts: the aggregation is `aggregators.certainty_weighted_mean(alpha)` (TFF face
-`aggregators.CertaintyWeightedMeanFactory`), the server `optimizers.build_adaadam` (TFF face
-`optimizers.adaadam.build_finalizer`); `client_update` computes (U_k, C_k, I_k).
+`aggregators.CertaintyWeightedMeanFactory`), the server `optimizers.build_adaadam` stepped by
+`optimizers.adaadam.certainty_step` (TFF face: `build_finalizer`, which passes
+`certainty_floor`); `client_update` computes (U_k, C_k, I_k) (TFF face:
+`engines.build_client_work`, a `ClientWorkProcess` whose state holds x_0). The three TFF faces
+composed with TFF's broadcast in `tff.learning.templates.compose_learning_process` give the
+model of our own LearningProcess (tests/test_tff_composition.py).
 
 How F_k(x_0) is known: the server keeps x_0 (the model training starts from) in its state,
 checkpointed with the model, and broadcasts it with x_t; each sampled client evaluates
-F_k(x_0) on its data in the same pass that evaluates F_k(x_t). Nothing is stored per client,
+F_k(x_0) on its data in the same pass that evaluates F_k(x_t). (In the ClientWorkProcess, whose
+clients receive only x_t, x_0 is the model the first round receives, kept in the client work's
+state.) Nothing is stored per client,
 so a resumed run continues exactly, a client sampled for the first time in round 500 uses the
 same x_0 as one sampled in round 1, and the cost is one extra forward pass over the client's
 data per round (its gradient at x_t costs one forward-backward pass; local training E of them).
@@ -63,7 +69,7 @@ from tff_adaptive.core import validation
 from tff_adaptive.optimizers import adaadam
 
 WEIGHTINGS = ('paper', 'loss')
-CERTAINTY_FLOORS = ('zero', 'none')
+CERTAINTY_FLOORS = adaadam.CERTAINTY_FLOORS
 AUTHORS_GRADIENT_EXAMPLES = 512
 
 
@@ -212,19 +218,16 @@ class _AdaFedAdam(base.Algorithm):
 
     No step: the model and the whole optimizer state (moments, running products, step count)
     stay as they were, as if the round had not happened (C = 0: no certainty at all); it is
-    not a rejected (non-finite) update.
+    not a rejected (non-finite) update. The rule is `adaadam.certainty_step`'s.
     """
-    new_state, new_trainable, non_finite = adaadam.certainty_step(
-      self.server_optimizer, optimizer_state, trainable, aggregate
+    return adaadam.certainty_step(
+      self.server_optimizer, optimizer_state, trainable, aggregate, self.hparams.certainty_floor
     )
-    if self.hparams.certainty_floor == 'none':
-      return new_state, new_trainable, non_finite
-    step = aggregate[aggregators.CERTAINTY_KEY] > 0
-    keep = lambda new, old: tf.nest.map_structure(lambda a, b: tf.where(step, a, b), new, old)
-    return (
-      keep(new_state, optimizer_state),
-      keep(new_trainable, trainable),
-      tf.where(step, non_finite, 0),
+
+  def build_finalizer(self, weights_type) -> tff.learning.templates.FinalizerProcess:
+    """`server_update` as a TFF finalizer: `adaadam.build_finalizer` with `certainty_floor`."""
+    return adaadam.build_finalizer(
+      self.server_optimizer, weights_type, self.hparams.certainty_floor
     )
 
 

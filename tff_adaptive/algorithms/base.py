@@ -233,6 +233,25 @@ class Algorithm(abc.ABC):
       for name in ('server_extra_init', 'server_extra_update', 'server_extra_for_model')
     )
 
+  @property
+  def extra_from_initial_model(self) -> bool:
+    """Whether the extra server state is set from x_0 alone and no round changes it.
+
+    True when clients keep no state, `server_extra_for_model` is overridden and neither
+    `server_extra_update` nor `next_server_extra` is (AdaFedAdam: x_0 for F_k(x_0)). Such an
+    algorithm has a `ClientWorkProcess` too: its state keeps the extra state, set from the
+    model that its first round's clients receive (x_0), see `engines.build_client_work`.
+    """
+    own = type(self)
+    return (
+      not self.stateful_clients
+      and own.server_extra_for_model is not Algorithm.server_extra_for_model
+      and all(
+        getattr(own, name) is getattr(Algorithm, name)
+        for name in ('server_extra_update', 'next_server_extra')
+      )
+    )
+
   # -- Clients. --------------------------------------------------------------------------------
 
   def initial_client_state(self, broadcast: Any) -> Any:

@@ -11,12 +11,16 @@ template parts with `tff.learning.templates.compose_learning_process`:
 * aggregator: the algorithm's `tff.aggregators` factory (`MeanFactory` for FedOpt);
 * finalizer: `build_apply_optimizer_finalizer(server_optimizer)` (rejects non-finite updates).
 
-Algorithms with extra server state or per-client state (SCAFFOLD) do not fit those parts (the
-client work would have to read state that the finalizer updates, and a LearningProcess returns
-nothing per client), so their `next` is written by hand from the same algorithm functions, the
-same aggregation factory and the same optimizer. Per-client states travel in each client's data
-(the stored c_i, or a flag that the client has none) and come back gathered at the server in
-`metrics['client_states']` ([clients_per_round, ...] per leaf, in the clients' order).
+Algorithms with extra server state or per-client state (SCAFFOLD; AdaFedAdam, whose server
+keeps x_0) have their `next` written by hand from the same algorithm functions, the same
+aggregation factory and the same optimizer: SCAFFOLD's client work would read state that the
+finalizer updates and a LearningProcess returns nothing per client; AdaFedAdam's x_0 is set by
+`set_model_weights`. An extra state set from x_0 alone (AdaFedAdam) still has a
+`ClientWorkProcess` for users' compositions, which keeps it in its own state, set in the first
+round (`build_client_work`); composed, it gives the hand-written process's model. Per-client
+states travel in each client's data (the stored c_i, or a flag that the client has none) and
+come back gathered at the server in `metrics['client_states']` ([clients_per_round, ...] per
+leaf, in the clients' order).
 
 Each client's dataset has ONE element holding all of its examples (leading dimension n) and
 its seed (`core.seeds.SEED_KEY`); the client batches by gathering inside a `tf.while_loop`
@@ -165,8 +169,22 @@ def build_client_work(
   returns a `ClientResult` (update u_i = x_t - x_i in TFF's sign, weight w_i). Measurements:
   `train` (the model's metrics, summed then finalized) and `client_stats` (mean/min/max of the
   client statistics). Compose it with any distributor, `tff.aggregators` factory and finalizer
-  (`tff.learning.templates.compose_learning_process`). Only for algorithms that
-  `fits_templates` (no extra server or client state).
+  (`tff.learning.templates.compose_learning_process`). For algorithms that `fits_templates`
+  (no extra server or client state) and those whose extra server state is set from x_0 alone
+  (`extra_from_initial_model`), not for stateful clients (SCAFFOLD).
+
+  Extra state set from x_0 (AdaFedAdam: x_0 itself, for the clients' F_k(x_0), Ju et al.
+  Algorithm 2): the clients of a ClientWorkProcess receive only x_t, so the state is
+  OrderedDict(round_num=t, extra=E). In the first round (t = 0), when x_t = x_0 (the process's
+  initial weights, or those given to `set_model_weights` before it), each client uses
+  E = `server_extra_for_model(E, x_t)` and sends it back; the server keeps the elementwise min
+  of those copies, exactly E since every client received the same x_t (TFF's
+  `build_broadcast_process`), and ignores them in later rounds (a model-sized upload per client
+  and round). Every later round broadcasts the kept E. The update is the algorithm's client
+  value (AdaFedAdam: OrderedDict(update=U_k, certainty=C_k, loss_ratio=I_k), what
+  `aggregators.CertaintyWeightedMeanFactory` takes, with weight p_k); compose it with
+  `algorithm.aggregation.factory()` and `algorithm.build_finalizer(weights_type)`: the same
+  model as our own `build_learning_process(algorithm)` (tests/test_tff_composition.py).
 
   Client data (`client_data`): SINGLE_ELEMENT (default, the trainer's) is a dataset of one
   element holding all the client's examples and its seed; BATCHED is TFF's ordinary client
@@ -178,32 +196,52 @@ def build_client_work(
   """
   if client_data not in CLIENT_DATA:
     raise ValueError(f'client_data must be one of {", ".join(CLIENT_DATA)}, got {client_data!r}')
-  if not algorithm.fits_templates:
+  keeps_extra = not algorithm.fits_templates
+  if keeps_extra and not algorithm.extra_from_initial_model:
     raise ValueError(f'{algorithm.name} keeps extra server or client state: no ClientWorkProcess')
   weights_type, _, finalizers = _model_types(algorithm)
+  specs = tuple(tff.types.type_to_tf_tensor_specs(weights_type.trainable))
   batched = client_data == BATCHED
   data_type = batched_data_type(algorithm) if batched else client_data_type(algorithm)
   metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
 
   @tff.tensorflow.computation
-  def initial_round():
-    return tf.constant(0, tf.int32)
+  def initial_state():
+    t = tf.constant(0, tf.int32)
+    if keeps_extra:
+      return collections.OrderedDict(round_num=t, extra=algorithm.server_extra_init(specs))
+    return t
+
+  state_type = initial_state.type_signature.result
+  rounds_done = lambda state: state['round_num'] if keeps_extra else state
 
   @tff.federated_computation
   def client_init():
-    return tff.federated_eval(initial_round, tff.SERVER)
+    return tff.federated_eval(initial_state, tff.SERVER)
 
-  @tff.tensorflow.computation(np.int32)
-  def next_round(t):
-    return t + 1
-
-  @tff.tensorflow.computation(np.int32)
-  def round_inputs(t):
-    return collections.OrderedDict(
+  @tff.tensorflow.computation(state_type)
+  def round_inputs(state):
+    t = rounds_done(state)
+    inputs = collections.OrderedDict(
       lr=tf.cast(algorithm.client_lr_schedule(t), tf.float32),
-      broadcast=algorithm.client_broadcast((), t),
       round=t + 1,  # the round being run (the state counts the rounds done)
     )
+    if keeps_extra:
+      inputs['extra'] = state['extra']
+    else:
+      inputs['broadcast'] = algorithm.client_broadcast((), t)
+    return inputs
+
+  def client_extra(received, initial_weights):
+    """(E, E from this round's x_t): the first round's clients set E from x_t = x_0."""
+    if not keeps_extra:
+      return (), ()
+    candidate = algorithm.server_extra_for_model(received['extra'], initial_weights)
+    first = tf.equal(received['round'], 1)
+    extra = tf.nest.map_structure(
+      lambda new, kept: tf.where(first, new, kept), candidate, tuple(received['extra'])
+    )
+    return algorithm.client_broadcast(extra, received['round'] - 1), candidate
 
   @tff.tensorflow.computation(round_inputs.type_signature.result, weights_type, data_type)
   def client_update(received, initial_weights, data):
@@ -216,13 +254,29 @@ def build_client_work(
         seed = batched_client_seed(received['round'], features)
       else:
         features, seed = _split(data.get_single_element())
+      broadcast, candidate = client_extra(received, initial_weights)
+      if not keeps_extra:
+        broadcast = received['broadcast']
       out = algorithm.client_update(
-        model, initial_weights, features, seed, received['lr'], received['broadcast'], ()
+        model, initial_weights, features, seed, received['lr'], broadcast, ()
       )
       result = tff.learning.templates.ClientResult(update=out.update, update_weight=out.weight)
-      return result, model.report_local_unfinalized_metrics(), out.stats
+      return result, model.report_local_unfinalized_metrics(), out.stats, candidate
 
     return train()
+
+  candidate_type = client_update.type_signature.result[3]
+
+  @tff.tensorflow.computation(state_type, candidate_type)
+  def next_state(state, candidate):
+    t = rounds_done(state)
+    if not keeps_extra:
+      return t + 1
+    first = tf.equal(t, 0)
+    extra = tf.nest.map_structure(
+      lambda new, kept: tf.where(first, new, kept), tuple(candidate), tuple(state['extra'])
+    )
+    return collections.OrderedDict(round_num=t + 1, extra=extra)
 
   @tff.federated_computation(
     client_init.type_signature.result,
@@ -231,7 +285,7 @@ def build_client_work(
   )
   def client_next(state, weights, client_data):
     received = tff.federated_broadcast(tff.federated_map(round_inputs, state))
-    result, model_outputs, stats = tff.federated_map(
+    result, model_outputs, stats, candidate = tff.federated_map(
       client_update, (received, weights, client_data)
     )
     measurements = tff.federated_zip(
@@ -239,8 +293,10 @@ def build_client_work(
         train=metrics_aggregation(model_outputs), client_stats=_summarize_stats(stats)
       )
     )
+    # Every client received the same x_t: the min of their copies of E is E exactly.
+    kept = tff.federated_min(candidate) if keeps_extra else tff.federated_value((), tff.SERVER)
     return tff.templates.MeasuredProcessOutput(
-      tff.federated_map(next_round, state), result, measurements
+      tff.federated_map(next_state, (state, kept)), result, measurements
     )
 
   return tff.learning.templates.ClientWorkProcess(client_init, client_next)
@@ -295,20 +351,29 @@ def _collect(values, positions, clients_per_round: int, value_type):
 
 
 def _handwritten_process(
-  algorithm: algorithm_base.Algorithm, clients_per_round: int | None
+  algorithm: algorithm_base.Algorithm,
+  clients_per_round: int | None,
+  client_data: str = SINGLE_ELEMENT,
 ) -> tff.learning.templates.LearningProcess:
-  """The hand-written route, for algorithms with extra server state or client state."""
+  """The hand-written route, for algorithms with extra server state or client state.
+
+  BATCHED client data (algorithms without client state): as in `build_client_work`, the
+  examples gathered into one batch, the seed `batched_client_seed(t, examples)`.
+  """
   if algorithm.stateful_clients and not clients_per_round:
     raise ValueError(f'{algorithm.name} keeps client state: clients_per_round is required')
   weights_type, _, finalizers = _model_types(algorithm)
-  data_type = client_data_type(algorithm)
+  batched = client_data == BATCHED
+  data_type = batched_data_type(algorithm) if batched else client_data_type(algorithm)
   specs = tuple(tff.types.type_to_tf_tensor_specs(weights_type.trainable))
   metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
 
-  @tff.tensorflow.computation
-  def client_work_init():
+  @tff.tensorflow.computation(weights_type)
+  def client_work_init(initial_weights):
+    # The extra state for the initial model x_0 (AdaFedAdam's x_0), as `set_model_weights` sets.
     return collections.OrderedDict(
-      round_num=tf.constant(0, tf.int32), extra=algorithm.server_extra_init(specs)
+      round_num=tf.constant(0, tf.int32),
+      extra=algorithm.server_extra_for_model(algorithm.server_extra_init(specs), initial_weights),
     )
 
   client_work_type = client_work_init.type_signature.result
@@ -318,6 +383,7 @@ def _handwritten_process(
     return collections.OrderedDict(
       lr=tf.cast(algorithm.client_lr_schedule(client_work['round_num']), tf.float32),
       broadcast=algorithm.client_broadcast(client_work['extra'], client_work['round_num']),
+      round=client_work['round_num'] + 1,  # the round being run, for batched data's seed
     )
 
   @tff.tensorflow.computation(weights_type, broadcast.type_signature.result, data_type)
@@ -326,8 +392,12 @@ def _handwritten_process(
 
     @tf.function(autograph=False)
     def train():
-      element = data.get_single_element()
-      features, seed = _split(element)
+      if batched:
+        features = _all_examples(data)
+        seed = batched_client_seed(received['round'], features)
+      else:
+        element = data.get_single_element()
+        features, seed = _split(element)
       state = ()
       if algorithm.stateful_clients:
         fresh = algorithm.initial_client_state(received['broadcast'])
@@ -377,11 +447,12 @@ def _handwritten_process(
 
   @tff.federated_computation
   def init_fn():
+    initial_weights = tff.federated_eval(_initial_weights_fn(algorithm), tff.SERVER)
     return tff.federated_zip(
       tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=tff.federated_eval(_initial_weights_fn(algorithm), tff.SERVER),
+        global_model_weights=initial_weights,
         distributor=tff.federated_value((), tff.SERVER),
-        client_work=tff.federated_eval(client_work_init, tff.SERVER),
+        client_work=tff.federated_map(client_work_init, initial_weights),
         aggregator=aggregation_process.initialize(),
         finalizer=tff.federated_eval(init_optimizer, tff.SERVER),
       )
@@ -468,9 +539,9 @@ def build_learning_process(
   round). Metrics: `client_work/train` (the model's metrics), `client_work/client_stats`,
   `finalizer/update_non_finite`, and `client_states` for stateful algorithms.
 
-  With `client_data=BATCHED` (algorithms without extra server or client state), `next` takes
-  TFF's ordinary client data instead: any batched `tf.data.Dataset` of the model's input spec
-  per client, seeds derived inside (`build_client_work`).
+  With `client_data=BATCHED` (algorithms without client state), `next` takes TFF's ordinary
+  client data instead: any batched `tf.data.Dataset` of the model's input spec per client,
+  seeds derived inside (`build_client_work`).
 
   Args:
     algorithm: an `Algorithm`.
@@ -482,12 +553,12 @@ def build_learning_process(
     raise ValueError(f'client_data must be one of {", ".join(CLIENT_DATA)}, got {client_data!r}')
   if algorithm.fits_templates:
     return _composed_process(algorithm, client_data)
-  if client_data == BATCHED:
+  if client_data == BATCHED and algorithm.stateful_clients:
     raise ValueError(
-      f'{algorithm.name} keeps extra server or client state: its LearningProcess takes '
+      f'{algorithm.name} keeps client state: its LearningProcess takes '
       f'client_data={SINGLE_ELEMENT!r} only (one element per client with its seed and state)'
     )
-  return _handwritten_process(algorithm, clients_per_round)
+  return _handwritten_process(algorithm, clients_per_round, client_data)
 
 
 class TffEngine(base.Engine):

@@ -21,8 +21,9 @@ learning rate; used alone it stays 1.
 Option `certainty_lr_from_step` = s uses eta_t = eta for steps t < s and C_t eta from step s
 (0-based; the authors' code: 6, "lr x C from the 7th server step"). With C_t < 0 the
 algorithm breaks down (beta^C > 1: the moments grow instead of decaying, eta_t < 0 steps
-uphill); this optimizer applies any C it is given, and AdaFedAdam decides what reaches it
-(`tff_adaptive.algorithms.adafedadam`: by default a round with C <= 0 makes no step).
+uphill); this optimizer applies any C it is given, and AdaFedAdam decides what reaches it:
+`certainty_step`'s `certainty_floor` (by default a round with C <= 0 makes no step), the one
+rule of our AdaFedAdam process and of the TFF finalizer (`build_finalizer`).
 """
 
 import collections
@@ -45,6 +46,10 @@ _STEP_KEY = 'step'
 _PRODUCT_1_KEY = 'c_m'
 _PRODUCT_2_KEY = 'c_v'
 _HPARAMS_KEYS = (LEARNING_RATE_KEY, _BETA_1_KEY, _BETA_2_KEY, _EPSILON_KEY, CERTAINTY_KEY)
+# What a step does with an aggregate certainty C <= 0 (`certainty_step`): 'zero', no step
+# (AdaFedAdam's default; Ju et al. do not discuss C <= 0), or 'none', C applied as it is (the
+# authors' code).
+CERTAINTY_FLOORS = ('zero', 'none')
 
 
 def adapted_decay(beta: tf.Tensor, certainty: tf.Tensor) -> tf.Tensor:
@@ -165,14 +170,30 @@ def with_certainty(optimizer, state, certainty: tf.Tensor):
   return optimizer.set_hparams(state, hparams)
 
 
-def build_finalizer(optimizer, weights_type) -> tff.learning.templates.FinalizerProcess:
+def check_certainty_floor(certainty_floor: str) -> None:
+  """A ValueError naming the valid choices unless `certainty_floor` is in CERTAINTY_FLOORS."""
+  if certainty_floor not in CERTAINTY_FLOORS:
+    raise ValueError(
+      f'unknown AdaFedAdam certainty_floor {certainty_floor!r}; valid choices: '
+      f'{", ".join(CERTAINTY_FLOORS)}'
+    )
+
+
+def build_finalizer(
+  optimizer, weights_type, certainty_floor: str = 'zero'
+) -> tff.learning.templates.FinalizerProcess:
   """A TFF finalizer applying AdaAdam to an aggregate OrderedDict(update=g, certainty=C).
 
   The output of `tff_adaptive.aggregators.CertaintyWeightedMeanFactory`; compose both in
-  `tff.learning.templates.compose_learning_process`. Like TFF's
-  `build_apply_optimizer_finalizer`, a non-finite g or C leaves the model and the optimizer
-  state unchanged; measurements: `update_non_finite` and `certainty`.
+  `tff.learning.templates.compose_learning_process`. Its step is `certainty_step`, the server
+  step of our AdaFedAdam process (Ju et al. Algorithm 1), so the two agree: with
+  `certainty_floor='zero'` (AdaFedAdam's default) a round whose C <= 0 makes no step, with
+  'none' C is applied as it is (the authors' code); `AdaFedAdam.build_finalizer` passes the
+  algorithm's option. Like TFF's `build_apply_optimizer_finalizer`, a non-finite g or C leaves
+  the model and the optimizer state unchanged; measurements: `update_non_finite` and
+  `certainty`.
   """
+  check_certainty_floor(certainty_floor)
   specs = tff.types.type_to_tf_tensor_specs(weights_type.trainable)
 
   @tff.tensorflow.computation
@@ -188,7 +209,7 @@ def build_finalizer(optimizer, weights_type) -> tff.learning.templates.Finalizer
   @tff.tensorflow.computation(state_type, weights_type, aggregate_type)
   def step(state, weights, aggregate):
     new_state, trainable, non_finite = certainty_step(
-      optimizer, state, weights.trainable, aggregate
+      optimizer, state, weights.trainable, aggregate, certainty_floor
     )
     measurements = collections.OrderedDict(
       update_non_finite=non_finite, certainty=tf.cast(aggregate[CERTAINTY_KEY], tf.float32)
@@ -215,12 +236,18 @@ def build_finalizer(optimizer, weights_type) -> tff.learning.templates.Finalizer
   return tff.learning.templates.FinalizerProcess(initialize, next_fn)
 
 
-def certainty_step(optimizer, state, trainable, aggregate):
+def certainty_step(optimizer, state, trainable, aggregate, certainty_floor: str):
   """(state, x_t, OrderedDict(update=g, certainty=C)) -> (state, x_{t+1}, update_non_finite).
 
-  Sets C, applies the optimizer; a non-finite g, C or result keeps x_t and the state (the rule
-  of TFF's `build_apply_optimizer_finalizer`, which checks the update).
+  Sets C, applies the optimizer (Ju et al. Algorithm 1); a non-finite g, C or result keeps x_t
+  and the state (the rule of TFF's `build_apply_optimizer_finalizer`, which checks the update).
+
+  `certainty_floor` (CERTAINTY_FLOORS): 'zero' makes no step when C <= 0 (nor when C is NaN):
+  x_t and the whole optimizer state (moments, running products, step count) are kept, as
+  C = 0 would mean (beta^0 = 1, eta_t = 0) without its 0/0 bias correction on a first step,
+  and update_non_finite is 0; 'none' applies any C (C < 0 steps uphill).
   """
+  check_certainty_floor(certainty_floor)
   certainty = tf.cast(aggregate[CERTAINTY_KEY], tf.float32)
   update = tf.nest.pack_sequence_as(trainable, tf.nest.flatten(aggregate['update']))
   inputs_finite = tf.logical_and(tf.math.is_finite(certainty), tree.all_finite(update))
@@ -233,8 +260,10 @@ def certainty_step(optimizer, state, trainable, aggregate):
   # step has moved the running products: 1 - c = 0 in the bias correction): rejected too.
   finite = tf.logical_and(inputs_finite, tree.all_finite(new_trainable))
   keep = lambda new, old: tf.nest.map_structure(lambda a, b: tf.where(finite, a, b), new, old)
-  return (
-    keep(new_state, state),
-    keep(new_trainable, trainable),
-    tf.cast(tf.logical_not(finite), tf.int32),
-  )
+  new_state, new_trainable = keep(new_state, state), keep(new_trainable, trainable)
+  non_finite = tf.cast(tf.logical_not(finite), tf.int32)
+  if certainty_floor == 'none':
+    return new_state, new_trainable, non_finite
+  step = aggregate[CERTAINTY_KEY] > 0
+  keep = lambda new, old: tf.nest.map_structure(lambda a, b: tf.where(step, a, b), new, old)
+  return keep(new_state, state), keep(new_trainable, trainable), tf.where(step, non_finite, 0)
