@@ -168,7 +168,8 @@ def serve(sock: socket.socket, modules: list[str]) -> None:
   os.set_blocking(wake_w, False)
   signal.set_wakeup_fd(wake_w)
   signal.signal(signal.SIGCHLD, lambda *_: None)
-  children = set()
+  children = {}  # pid -> the number of its request (pids are reused; request numbers are not)
+  requests = 0
   _send(sock, {'ready': os.getpid()})
   while True:
     readable, _, _ = select.select([sock, wake_r], [], [])
@@ -183,9 +184,9 @@ def serve(sock: socket.socket, modules: list[str]) -> None:
       pid, status, usage = os.wait4(-1, os.WNOHANG)
       if not pid:
         break
-      children.discard(pid)
+      number = children.pop(pid)
       cpu_s = usage.ru_utime + usage.ru_stime
-      _send(sock, {'exit': pid, 'code': os.waitstatus_to_exitcode(status), 'cpu_s': cpu_s})
+      _send(sock, {'exit': number, 'code': os.waitstatus_to_exitcode(status), 'cpu_s': cpu_s})
     if sock in readable:
       data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
       if not data:  # the caller closed the socket or died
@@ -203,8 +204,9 @@ def serve(sock: socket.socket, modules: list[str]) -> None:
         _run_child(request, fds)
       for fd in fds:
         os.close(fd)
-      children.add(pid)
-      _send(sock, {'started': pid})
+      requests += 1
+      children[pid] = requests
+      _send(sock, {'started': pid, 'number': requests})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,8 +216,9 @@ def serve(sock: socket.socket, modules: list[str]) -> None:
 class Process:
   """A child of the server, used like `subprocess.Popen`."""
 
-  def __init__(self, server: 'Preloaded', pid: int, args: list[str], stdout, stderr):
+  def __init__(self, server: 'Preloaded', pid: int, number: int, args, stdout, stderr):
     self._server = server
+    self._number = number  # the server's number of this child's request
     self.pid = pid
     self.args = args
     self.stdout = stdout
@@ -226,14 +229,14 @@ class Process:
 
   def poll(self):
     if self.returncode is None:
-      ended = self._server._exited(self.pid, timeout_s=0)  # pylint: disable=protected-access
+      ended = self._server._exited(self._number, timeout_s=0)  # pylint: disable=protected-access
       if ended is not None:
         self.returncode, self.cpu_s = ended
     return self.returncode
 
   def wait(self, timeout=None):
     if self.returncode is None:
-      ended = self._server._exited(self.pid, timeout_s=timeout)  # pylint: disable=protected-access
+      ended = self._server._exited(self._number, timeout_s=timeout)  # pylint: disable=protected-access
       if ended is None:
         raise subprocess.TimeoutExpired(self.args, timeout)
       self.returncode, self.cpu_s = ended
@@ -292,7 +295,7 @@ class Preloaded:
     theirs.close()
     self._cond = threading.Condition()
     self._exits: dict[int, tuple[int, float]] = {}
-    self._started: list[int] = []
+    self._started: list[tuple[int, int]] = []  # (pid, request number), in request order
     self._request_lock = threading.Lock()
     self._closed = False
     self._sock.settimeout(start_timeout_s)
@@ -324,22 +327,23 @@ class Preloaded:
           self._cond.notify_all()
           return
         if 'started' in message:
-          self._started.append(message['started'])
+          self._started.append((message['started'], message['number']))
         else:
           self._exits[message['exit']] = (message['code'], message['cpu_s'])
         self._cond.notify_all()
 
-  def _exited(self, pid: int, timeout_s):
+  def _exited(self, number: int, timeout_s):
+    """(exit code, CPU seconds) of the child of request `number`, None if not ended in time."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with self._cond:
-      while pid not in self._exits:
+      while number not in self._exits:
         if self._closed:
-          raise ServerError(f'the preloading server stopped before process {pid} ended')
+          raise ServerError(f'the preloading server stopped before its child {number} ended')
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
           return None
         self._cond.wait(remaining)
-      return self._exits[pid]
+      return self._exits.pop(number)
 
   def popen(
     self,
@@ -399,7 +403,7 @@ class Preloaded:
             self._cond.wait()
           if not self._started:
             raise ServerError('the preloading server stopped before starting the process')
-          pid = self._started.pop(0)
+          pid, number = self._started.pop(0)
     finally:
       for fd in to_close:
         os.close(fd)
@@ -410,7 +414,7 @@ class Preloaded:
       for name, fd in ours.items()
     }
     return Process(
-      self, pid, [module, *request['args']], streams.get('stdout'), streams.get('stderr')
+      self, pid, number, [module, *request['args']], streams.get('stdout'), streams.get('stderr')
     )
 
   def close(self) -> None:

@@ -14,6 +14,8 @@ def main(action: str) -> None:
   atexit.register(lambda: print('atexit ran', flush=True))
   if action == 'exit3':
     sys.exit(3)
+  if action == 'exit_with':
+    sys.exit(int(sys.argv[2]))
   if action == 'exit_message':
     sys.exit('a message')
   if action == 'raise':

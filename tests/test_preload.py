@@ -87,19 +87,20 @@ def test_stdin_and_stderr_to_stdout(server, tmp_path):
   assert child.wait(30) == 1
 
 
+def _waiting(server, cwd, **kwargs):
+  """The program waiting for a signal, once it has printed its first line."""
+  child = server.popen(
+    PROGRAM, ['wait_for_signal'], cwd=cwd, env=ENV, stdout=subprocess.PIPE, **kwargs
+  )
+  assert child.stdout.readline().startswith(b'argv=')
+  return child
+
+
 @pytest.mark.parametrize(
   'sig, code', [(signal.SIGTERM, -signal.SIGTERM), (signal.SIGINT, -signal.SIGINT)]
 )
 def test_signals_reach_the_child_and_its_own_process_group(server, tmp_path, sig, code):
-  child = server.popen(
-    PROGRAM,
-    ['wait_for_signal'],
-    cwd=tmp_path,
-    env=ENV,
-    stdout=subprocess.PIPE,
-    process_group=True,
-  )
-  assert child.stdout.readline().startswith(b'argv=')
+  child = _waiting(server, tmp_path, process_group=True)
   assert child.stdout.readline() == b'name=__main__ pgid_is_own=True\n'
   assert child.stdout.readline() == b'waiting\n'
   assert child.poll() is None
@@ -108,6 +109,16 @@ def test_signals_reach_the_child_and_its_own_process_group(server, tmp_path, sig
   child.send_signal(sig)
   assert child.wait(30) == code
   assert child.cpu_s is not None and child.cpu_s < 5
+
+
+def test_each_child_gets_its_own_exit_status(server, tmp_path):
+  """Exits are matched by request, not pid (a pid is reused once its process is reaped)."""
+  children = [
+    server.popen(PROGRAM, ['exit_with', str(i)], cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL)
+    for i in range(24)
+  ]
+  assert [c.wait(60) for c in reversed(children)] == list(reversed(range(24)))
+  assert server._exits == {}  # pylint: disable=protected-access  (each consumed once)
 
 
 def test_refuses_other_programs_and_import_time_variables(server):
@@ -119,15 +130,7 @@ def test_refuses_other_programs_and_import_time_variables(server):
 
 def test_children_with_a_death_signal_end_with_the_server(tmp_path):
   server = preload.Preloaded([PROGRAM], env=ENV)
-  child = server.popen(
-    PROGRAM,
-    ['wait_for_signal'],
-    cwd=tmp_path,
-    env=ENV,
-    stdout=subprocess.PIPE,
-    death_signal=signal.SIGTERM,
-  )
-  assert child.stdout.readline().startswith(b'argv=')
+  child = _waiting(server, tmp_path, death_signal=signal.SIGTERM)
   server_pid = server._server.pid  # pylint: disable=protected-access
   server.close()
   assert server._server.returncode == 0  # pylint: disable=protected-access
