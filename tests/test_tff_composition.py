@@ -147,6 +147,62 @@ def test_bad_client_data_format_and_stateful_algorithms_say_what_they_take():
     assert [str(t) for t in state_type.extra] == ['float32[4,1]', 'float32[1]']
 
 
+_KERAS_ADAM = tf.keras.optimizers.Adam(0.01)
+_BAD_INPUTS = {
+  'keras optimizer': (
+    lambda: algorithms.build_fedopt(_MODEL_FN, _CLIENT, _KERAS_ADAM),
+    'build_fedopt: server_optimizer must be a tff.learning.optimizers.Optimizer (e.g. '
+    'optimizers.build_fedadam(0.01) or tff.learning.optimizers.build_sgdm(1.0)), not a Keras '
+    'optimizer; got keras.src.optimizers.adam.Adam',
+  ),
+  'client optimizer config for the client': (
+    lambda: algorithms.build_fedprox(_MODEL_FN, _CLIENT.optimizer, _SERVER),
+    'build_fedprox: client must be an algorithms.ClientTrainingConfig; got '
+    'tff_adaptive.optimizers.client.ClientOptimizerConfig',
+  ),
+  'a model for model_fn': (
+    lambda: algorithms.build_scaffold(_MODEL_FN(), _CLIENT, _SERVER, 3),
+    'build_scaffold: model_fn must be a no-arg callable returning a tff.learning VariableModel; '
+    'got',
+  ),
+  'aggregation factory': (
+    lambda: algorithms.build_fednova(
+      _MODEL_FN, _CLIENT, _SERVER, aggregation=tff.aggregators.MeanFactory()
+    ),
+    'build_fednova: aggregation must be None or an aggregators.UpdateAggregation (e.g. '
+    'aggregators.weighted_mean()); got tensorflow_federated.python.aggregators.mean.MeanFactory',
+  ),
+  'schedule name': (
+    lambda: algorithms.build_fedpa(
+      _MODEL_FN, _CLIENT, _SERVER, server_lr_schedule='step_decay', server_learning_rate=1.0
+    ),
+    'build_fedpa: server_lr_schedule must be None or an optimizers.ScheduleConfig; got builtins.str',
+  ),
+  'a learning process for the algorithm': (
+    lambda: engines.build_learning_process(
+      tff.learning.algorithms.build_weighted_fed_avg(_MODEL_FN, _SERVER)
+    ),
+    'build_learning_process: algorithm must be an algorithm of tff_adaptive.algorithms (e.g. '
+    'algorithms.build_fedopt(model_fn, client, server_optimizer)); TFF learning processes are '
+    'composed from its parts, not passed in; got tensorflow_federated.',
+  ),
+  'a name for the algorithm': (
+    lambda: engines.build_client_work('fedopt', client_data=engines.BATCHED),
+    'build_client_work: algorithm must be an algorithm of tff_adaptive.algorithms',
+  ),
+}
+
+
+@pytest.mark.parametrize('case', list(_BAD_INPUTS))
+def test_builders_say_in_one_line_what_they_take(case):
+  build, message = _BAD_INPUTS[case]
+  with pytest.raises(TypeError) as raised:
+    build()
+  text = str(raised.value)
+  assert text.startswith(message), text
+  assert '\n' not in text
+
+
 # -- AdaFedAdam: its client work keeps x_0. ---------------------------------------------------
 
 _ADAFEDADAM = {

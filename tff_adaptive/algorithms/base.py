@@ -27,6 +27,7 @@ import abc
 import collections
 from collections.abc import Callable
 import dataclasses
+import functools
 from typing import Any
 from typing import NamedTuple
 
@@ -143,6 +144,31 @@ class Algorithm(abc.ABC):
       server_learning_rate: eta at round 0, for `server_lr_schedule`.
       aggregation: how updates are combined; default `aggregators.weighted_mean()`.
     """
+    builder = f'build_{self.name}'
+    check = functools.partial(validation.check_type, builder)
+    check(
+      'model_fn', model_fn, callable, 'a no-arg callable returning a tff.learning VariableModel'
+    )
+    check('client', client, ClientTrainingConfig, 'an algorithms.ClientTrainingConfig')
+    check(
+      'server_optimizer',
+      server_optimizer,
+      tff.learning.optimizers.Optimizer,
+      'a tff.learning.optimizers.Optimizer (e.g. optimizers.build_fedadam(0.01) or '
+      'tff.learning.optimizers.build_sgdm(1.0)), not a Keras optimizer',
+    )
+    check(
+      'server_lr_schedule',
+      server_lr_schedule,
+      (schedules.ScheduleConfig, type(None)),
+      'None or an optimizers.ScheduleConfig',
+    )
+    check(
+      'aggregation',
+      aggregation,
+      (aggregators.UpdateAggregation, type(None)),
+      'None or an aggregators.UpdateAggregation (e.g. aggregators.weighted_mean())',
+    )
     self.model_fn = model_fn
     self.client = client
     self.client_rule = client_optimizers.build_client_rule(client.optimizer)

@@ -22,4 +22,17 @@ def check_nonnegative(name: str, value) -> float:
   return float(value)
 
 
+def check_type(builder: str, name: str, value, kind, expected: str):
+  """`value` if it is an instance of `kind` (a type or a tuple of types; `callable`: any
+  callable); else a one-line TypeError saying what `builder` expects for `name` (`expected`,
+  e.g. 'a tff.learning.optimizers.Optimizer (e.g. build_adam(0.01))') and the type it got."""
+  ok = callable(value) if kind is callable else isinstance(value, kind)
+  if not ok:
+    got = type(value)
+    raise TypeError(
+      f'{builder}: {name} must be {expected}; got {got.__module__}.{got.__qualname__}'
+    )
+  return value
+
+
 _INF = float('inf')

@@ -37,6 +37,7 @@ import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base as algorithm_base
 from tff_adaptive.core import seeds
+from tff_adaptive.core import validation
 from tff_adaptive.engines import base
 
 STATE_KEY = 'client_state'
@@ -158,6 +159,17 @@ def _server_update_fn(algorithm, weights_type, aggregate_type):
   return init_optimizer, server_update
 
 
+def _check_algorithm(builder: str, algorithm) -> None:
+  validation.check_type(
+    builder,
+    'algorithm',
+    algorithm,
+    algorithm_base.Algorithm,
+    'an algorithm of tff_adaptive.algorithms (e.g. algorithms.build_fedopt(model_fn, client, '
+    'server_optimizer)); TFF learning processes are composed from its parts, not passed in',
+  )
+
+
 def build_client_work(
   algorithm: algorithm_base.Algorithm, client_data: str = SINGLE_ELEMENT
 ) -> tff.learning.templates.ClientWorkProcess:
@@ -194,6 +206,7 @@ def build_client_work(
   `client.batch_size`, reshuffled every epoch), with the seed `batched_client_seed(t, examples)`:
   the same client data in the same round gives the same model as SINGLE_ELEMENT given that seed.
   """
+  _check_algorithm('build_client_work', algorithm)
   if client_data not in CLIENT_DATA:
     raise ValueError(f'client_data must be one of {", ".join(CLIENT_DATA)}, got {client_data!r}')
   keeps_extra = not algorithm.fits_templates
@@ -549,6 +562,7 @@ def build_learning_process(
       (the size of the gathered client states).
     client_data: SINGLE_ELEMENT or BATCHED.
   """
+  _check_algorithm('build_learning_process', algorithm)
   if client_data not in CLIENT_DATA:
     raise ValueError(f'client_data must be one of {", ".join(CLIENT_DATA)}, got {client_data!r}')
   if algorithm.fits_templates:
