@@ -38,14 +38,17 @@ def tff_data_dir(tmp_path_factory):
 # `--dist loadfile` xdist hands out files in collection order, so longest first keeps the two
 # workers busy until the end. Files not listed keep their order after these.
 _HEAVIEST_FIRST = (
-  'test_trainer.py',
   'test_engine_parity.py',
+  'test_trainer.py',
   'test_fedpa_trainer.py',
-  'test_fair_trainer.py',
   'test_robustness.py',
   'test_remote_workers.py',
-  'test_kim2024.py',
+  'test_fair_trainer.py',
   'test_tasks.py',
+  'test_kim2024.py',
+  'test_tff_composition.py',
+  'test_fair_algorithms.py',
+  'test_cell_runner.py',
 )
 
 
