@@ -438,4 +438,6 @@ class Preloaded:
 
 
 if __name__ == '__main__':
+  if len(sys.argv) < 3 or not sys.argv[1].isdigit():
+    sys.exit('run.preload: the server of run.preload.Preloaded (started by it, not by hand)')
   serve(socket.socket(fileno=int(sys.argv[1])), sys.argv[2:])
