@@ -26,6 +26,7 @@ from typing import Any
 from typing import TextIO
 
 from run import preload
+from tff_adaptive.runtime import worker_process
 
 TRAINER = 'run.federated_trainer'
 PROGRESS_SECONDS = 30.0
@@ -73,15 +74,6 @@ def read_status(runs_dir: str, cell) -> dict | None:
       return json.load(f)
   except (OSError, ValueError):
     return None
-
-
-def _die_with_parent() -> None:  # pragma: no cover (runs in the child before exec)
-  """The child gets SIGTERM if this script dies (even by SIGKILL): no orphan trainer holding
-  its experiment's lock."""
-  if sys.platform.startswith('linux'):
-    import ctypes  # pylint: disable=g-import-not-at-top
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 THREAD_VARIABLES = ('TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS')
@@ -179,14 +171,17 @@ class Runner:
     if self.stop_signal is None:
       self.stop_signal = signum
 
+  def _without_server(self, error: preload.ServerError) -> None:
+    print(f'{error}; starting each trainer as a new process', file=sys.stderr, flush=True)
+    self.preload = False
+
   def _preloaded(self) -> preload.Preloaded | None:
     """The server the trainers are forked from (started on first use), None without one."""
     if self._server is None and self.preload:
       try:
         self._server = preload.Preloaded([TRAINER], env=self.env)
       except preload.ServerError as e:
-        print(f'{e}; starting each trainer as a new process', file=sys.stderr, flush=True)
-        self.preload = False
+        self._without_server(e)
     return self._server
 
   def _start(self, cell) -> _Running:
@@ -211,8 +206,7 @@ class Runner:
           death_signal=signal.SIGTERM,  # when the server ends, i.e. when this script does
         )
       except preload.ServerError as e:
-        print(f'{e}; starting each trainer as a new process', file=sys.stderr, flush=True)
-        self.preload = False
+        self._without_server(e)
     if process is None:
       process = subprocess.Popen(
         command,
@@ -222,7 +216,9 @@ class Runner:
         cwd=_repo_root(),
         env=self.env,
         process_group=0,
-        preexec_fn=_die_with_parent,
+        # The child gets SIGTERM if this script dies (even by SIGKILL): no orphan trainer
+        # holding its experiment's lock.
+        preexec_fn=worker_process.make_preexec_fn(os.getpid(), signal.SIGTERM),
       )
     return _Running(cell, process, log, log.tell())
 

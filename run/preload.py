@@ -39,6 +39,8 @@ import threading
 import time
 import traceback
 
+from tff_adaptive.runtime import worker_process  # no TensorFlow import
+
 __all__ = ['Preloaded', 'Process', 'ServerError']
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,10 +110,11 @@ def _run_child(request: dict, fds: list[int]) -> None:  # pragma: no cover (fork
   code, die_by = 1, None
   try:
     os.setpgid(0, request['pgid'])  # the caller's group, or (0) one of its own
-    if request['death_signal']:
-      import ctypes  # pylint: disable=g-import-not-at-top
-
-      ctypes.CDLL(None, use_errno=True).prctl(1, request['death_signal'])  # PR_SET_PDEATHSIG
+    die_with_server = request['death_signal'] and worker_process.make_preexec_fn(
+      request['server_pid'], request['death_signal']
+    )
+    if die_with_server:
+      die_with_server()
     for target, fd in enumerate(fds):
       os.dup2(fd, target)
       os.close(fd)
@@ -191,7 +194,7 @@ def serve(sock: socket.socket, modules: list[str]) -> None:
       data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
       if not data:  # the caller closed the socket or died
         return
-      request = json.loads(data)
+      request = {**json.loads(data), 'server_pid': os.getpid()}
       sys.stdout.flush()
       sys.stderr.flush()
       pid = os.fork()

@@ -46,18 +46,19 @@ def worker_binary_path() -> str:
   return os.path.join(os.path.dirname(spec.origin), 'data', 'worker_binary')
 
 
-def make_preexec_fn(parent_pid: int):
-  """Returns a pre-exec hook setting PR_SET_PDEATHSIG=SIGKILL in the child."""
+def make_preexec_fn(parent_pid: int, death_signal: int = signal.SIGKILL):
+  """Returns a hook for the child (between fork and exec) setting PR_SET_PDEATHSIG to
+  `death_signal`: the child gets it when `parent_pid` dies, also if that happened before."""
   if _PRCTL is None:
     return None
   prctl = _PRCTL
-  sigkill = int(signal.SIGKILL)
+  death_signal = int(death_signal)
 
   def preexec() -> None:
-    if prctl(_PR_SET_PDEATHSIG, sigkill, 0, 0, 0) != 0:
+    if prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0) != 0:
       raise OSError(ctypes.get_errno(), 'prctl(PR_SET_PDEATHSIG) failed')
     if os.getppid() != parent_pid:  # The parent died before prctl ran.
-      os.kill(os.getpid(), sigkill)
+      os.kill(os.getpid(), death_signal)
 
   return preexec
 
