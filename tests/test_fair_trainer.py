@@ -232,13 +232,19 @@ def test_adafedadam_resumes_exactly(tmp_path, engine):
 
 
 def test_table5_driver_end_to_end(tmp_path):
-  """The reproduction command on a tiny budget: every cell runs, FedProx's mu is tuned, the
-  table (published beside ours), the tuning CSV and the three figures are written; a rerun
-  resumes (nothing left to run) and bad flags are one line with exit 2."""
+  """The reproduction command on a tiny budget, typed in tmp_path with the default --runs_dir and
+  --out: every cell runs, FedProx's mu is tuned, the table (published beside ours), the tuning
+  CSV and the three figures are written under runs/ there; a rerun resumes (nothing left to
+  run); bad flags are one line with exit 2; the committed results are untouched, --publish with
+  these settings is refused, and the documented publish command is the recorded settings."""
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
 
+  from reproductions import publish  # pylint: disable=g-import-not-at-top
+
   repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  committed_dir = os.path.join(repo, 'reproductions', 'ju2023_adafedadam', 'results')
+  committed = publish.digests(committed_dir)
   command = [
     sys.executable,
     '-m',
@@ -250,13 +256,16 @@ def test_table5_driver_end_to_end(tmp_path):
     '--pareto_qs=',
     '--clients_per_round=5',
     '--rounds_per_eval=1',
-    f'--runs_dir={tmp_path / "runs"}',
-    f'--out={tmp_path / "out"}',
   ]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=repo)
+
+  def run(args, cwd=tmp_path, timeout=600):
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+  done = run(command, timeout=900)
   assert done.returncode == 0, done.stderr[-3000:]
-  out = tmp_path / 'out'
+  out = tmp_path / 'runs' / 'ju_synthetic' / 'report'
+  assert os.listdir(tmp_path) == ['runs']
   table = _rows(out / 'table5_synthetic.csv')
   assert [r['algorithm'] for r in table] == [
     'FedAvg',
@@ -271,18 +280,44 @@ def test_table5_driver_end_to_end(tmp_path):
   assert float(ada['avg_difference']) == pytest.approx(float(ada['avg_ours']) - 95.07, abs=0.011)
   tuning = _rows(out / 'fedprox_mu.csv')
   assert [float(r['mu']) for r in tuning] == [1.0]
+  assert list(tuning[0]) == ['mu', 'seed', 'rounds', 'avg_last5evals', 'avg', 'worst30']
   markdown = (out / 'table5_synthetic.md').read_text()
   assert 'FedProx mu tuned on seed 1 over 1: mu = 1 ' in markdown
   assert 'adafedadam_alpha2_seed1' in markdown
   for name in ('density.png', 'curves.png', 'pareto.png', 'pareto_std.png'):
     assert (out / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-  again = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+  again = run(command)
   assert again.returncode == 0, again.stderr[-3000:]
   assert _rows(out / 'table5_synthetic.csv') == table  # finished cells: the same numbers
-  bad = subprocess.run(
-    [*command[:3], '--seeds=x'], cwd=repo, env=env, capture_output=True, text=True, timeout=300
-  )
+  bad = run([*command[:3], '--seeds=x'], cwd=repo, timeout=300)
   assert bad.returncode == 2
   assert bad.stderr.strip().splitlines()[-1] == (
     "reproduce_synthetic: error: --seeds: 'x' is not a number"
   )
+  refused = run([*command, '--publish'], timeout=300)
+  assert refused.returncode == 2 and refused.stdout == ''
+  assert refused.stderr.strip() == (
+    'reproduce_synthetic: error: --publish: not the committed settings '
+    '(reproductions/ju2023_adafedadam/results/publish.json): --rounds=2 (committed: 1000); '
+    '--seeds=1 (committed: 1,2,3); --fedprox_mus=1 (committed: 0.001,0.005,0.01,0.1,1); '
+    '--pareto_alphas=2 (committed: 2,4,8); --pareto_qs= (committed: 2,4); '
+    '--clients_per_round=5 (committed: 100); --rounds_per_eval=1 (committed: 10); '
+    'nothing was written'
+  )
+  assert publish.digests(committed_dir) == committed and len(committed) >= 8
+  # The documented publish command (README, publish.json) is accepted as is (--dry_run) and
+  # carries the flags the committed table quotes.
+  with open(os.path.join(committed_dir, 'publish.json')) as f:
+    entry = json.load(f)['reproduce_synthetic']
+  with open(os.path.join(repo, 'reproductions', 'ju2023_adafedadam', 'README.md')) as f:
+    readme = re.sub(r' *\\\n *', ' ', f.read())  # continued lines joined
+  assert entry['command'] in readme
+  flags = entry['command'].split()[3:]
+  dry = run([sys.executable, '-m', entry['command'].split()[2], *flags, '--dry_run'], cwd=repo)
+  assert dry.returncode == 0, dry.stderr
+  assert dry.stdout.splitlines()[-1] == f'# then the tables and figures into {repo}/{entry["out"]}'
+  with open(os.path.join(committed_dir, 'synthetic', 'table5_synthetic.md')) as f:
+    quoted = re.search(
+      r'- Command: `\.venv/bin/python -m run.reproduce_ju_synthetic (.*)`', f.read()
+    )
+  assert ['--publish', *quoted.group(1).split()] == flags

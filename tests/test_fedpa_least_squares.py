@@ -8,7 +8,9 @@ with its local steps K, while FedPA's shrinks with its posterior samples l and a
 far below FedAvg's bias at K = 1000 (measured: 1.36 vs 0.14 over 10 seeds, about 10x).
 """
 
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -16,11 +18,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from reproductions import publish
 from reproductions.alshedivat2021_fedpa import least_squares as fls
 from tests.reference import fedpa_numpy as ref
 from tff_adaptive.algorithms import fedpa_math
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, 'reproductions', 'alshedivat2021_fedpa', 'results')
+DRIVER = 'reproductions.alshedivat2021_fedpa.least_squares'
 K_VALUES = (1, 10, 100, 1000)
 SEEDS = range(2)
 
@@ -97,25 +102,28 @@ def test_fedpa_improves_with_samples(distances):
   assert fedpa[1].mean() < 0.5 * fedpa[0].mean(), fedpa.mean(axis=1)
 
 
-def test_script_writes_figure(tmp_path):
-  out = tmp_path / 'out'
-  args = ['--dim=3', '--clients=3', '--k_values=1,10', '--l_values=5', '--seeds=2']
-  args += ['--rounds=2', '--epochs=3']  # panel (b): both algorithms, 2 rounds
-  result = subprocess.run(
-    [
-      sys.executable,
-      '-m',
-      'reproductions.alshedivat2021_fedpa.least_squares',
-      f'--out={out}',
-      *args,
-    ],
-    cwd=ROOT,
+def _script(*args, cwd=ROOT, timeout=300):
+  """The script as a user runs it (from `cwd`, the repository importable)."""
+  return subprocess.run(
+    [sys.executable, '-m', DRIVER, *args],
+    cwd=cwd,
     capture_output=True,
     text=True,
-    timeout=300,
-    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+    timeout=timeout,
+    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=ROOT),
   )
+
+
+def test_script_writes_figure(tmp_path):
+  """A short run with the default --out writes under runs/ of the current directory, and the
+  committed results stay byte for byte as they were."""
+  committed = publish.digests(RESULTS)
+  args = ['--dim=3', '--clients=3', '--k_values=1,10', '--l_values=5', '--seeds=2']
+  args += ['--rounds=2', '--epochs=3']  # panel (b): both algorithms, 2 rounds
+  result = _script(*args, cwd=tmp_path)
   assert result.returncode == 0, result.stderr[-3000:]
+  out = tmp_path / 'runs' / 'fedpa_least_squares'
+  assert sorted(os.listdir(tmp_path)) == ['runs']
   assert (out / 'fedpa_least_squares.png').stat().st_size > 10_000
   rows = (out / 'distances.csv').read_text().splitlines()
   assert rows[0].startswith('method,K_or_l,distance')
@@ -128,3 +136,111 @@ def test_script_writes_figure(tmp_path):
   assert rows[0] == 'round,FedAvg,FedPA' and len(rows) == 4
   assert np.isfinite(np.array([r.split(',') for r in rows[1:]], float)).all()
   assert 'FedPA' in result.stdout and 'wrote' in result.stdout
+  assert publish.digests(RESULTS) == committed and len(committed) >= 4
+
+
+def test_publish_with_other_settings_is_refused(tmp_path):
+  """--publish with a trial's settings: one line naming each differing setting and its
+  committed value, exit 2, nothing written (it stops before computing anything)."""
+  committed = publish.digests(RESULTS)
+  result = _script('--publish', '--rounds=2', '--seeds=2', '--dim=10', cwd=tmp_path)
+  assert result.returncode == 2 and result.stdout == ''
+  assert result.stderr.strip() == (
+    'least_squares: error: --publish: not the committed settings '
+    '(reproductions/alshedivat2021_fedpa/results/publish.json): --seeds=2 (committed: 10); '
+    '--rounds=2 (committed: 30); nothing was written'
+  )
+  assert publish.digests(RESULTS) == committed and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+  'out',
+  [
+    'reproductions/alshedivat2021_fedpa/results/least_squares',
+    'reproductions/alshedivat2021_fedpa/results',
+  ],
+)
+def test_out_into_the_committed_folder_is_refused(out):
+  committed = publish.digests(RESULTS)
+  result = _script(f'--out={out}', '--rounds=2')
+  assert result.returncode == 2
+  assert result.stderr.strip() == (
+    f'least_squares: error: --out={out}: reproductions/alshedivat2021_fedpa/results holds '
+    'committed results; they are written only with --publish and the committed settings (see '
+    'the README), or choose another folder'
+  )
+  assert publish.digests(RESULTS) == committed
+
+
+def test_the_documented_publish_commands_are_the_recorded_settings():
+  """Each publish.json entry of the paper: its command is in the README, --dry_run of it is
+  accepted (so its flags and the defaults are the recorded settings) and names the committed
+  folder; the committed tables' own Command lines carry the same flags (less --publish)."""
+  with open(os.path.join(RESULTS, 'publish.json')) as f:
+    entries = json.load(f)
+  assert sorted(entries) == ['least_squares', 'reproduce_fmnist']
+  readme = open(os.path.join(ROOT, 'reproductions', 'alshedivat2021_fedpa', 'README.md')).read()
+  readme = re.sub(r' *\\\n *', ' ', readme)  # join continued lines
+  for name, entry in entries.items():
+    command = entry['command'].split()
+    assert entry['command'] in readme, name
+    assert command[:3] == ['.venv/bin/python', '-m', f'reproductions.alshedivat2021_fedpa.{name}']
+    result = subprocess.run(
+      [sys.executable, *command[1:], '--dry_run'],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'),
+    )
+    assert result.returncode == 0, result.stderr
+    assert os.path.join(ROOT, entry['out']) in result.stdout
+  table = open(os.path.join(RESULTS, 'fmnist', 'fedpa_fmnist.md')).read()
+  recorded = re.search(r'- Command: `python -m run.reproduce_fedpa_fmnist (.*)`', table).group(1)
+  flags = entries['reproduce_fmnist']['command'].split()[3:]
+  assert ['--publish', *recorded.split()] == flags
+
+
+def test_publish_module_rules(monkeypatch, tmp_path):
+  """Which paths are committed, how values compare, and the refusals, on the real records."""
+  results = os.path.join(ROOT, 'reproductions', 'kim2024_delta_sgd', 'results')
+  assert publish.committed_folder(os.path.join(results, 'new', 'x.png')) == results
+  assert publish.committed_folder(os.path.join(ROOT, 'reproductions', 'kim2024_delta_sgd')) is None
+  assert publish.committed_folder(os.path.join(ROOT, 'runs', 'results')) is None
+  link = tmp_path / 'link'
+  link.symlink_to(results)
+  assert publish.committed_folder(str(link / 'table1_fmnist.md')) == results  # another spelling
+  assert publish.same(['1', '2'], ['1', '2']) and not publish.same(['1'], ['1', '2'])
+  assert publish.same(0.1, 0.1) and publish.same(30, 30.0) and not publish.same(True, 1)
+  assert publish.differences({'rounds': 3, 'extra': 1}, {'rounds': 500, 'seed': 1}) == [
+    '--rounds=3 (committed: 500)',
+    '--extra=1 (not in the record)',
+    '--seed (recorded, not a flag of the driver)',
+  ]
+  settings = {
+    'dim': 10,
+    'clients': 10,
+    'problem_seed': 0,
+    'k_values': ['1', '10', '100', '1000'],
+    'l_values': ['2', '5', '10', '20', '50', '100', '500'],
+    'seeds': 10,
+    'rho': 1.0,
+    'temperature': 0.1,
+    'rounds': 30,
+    'epochs': 51,
+  }
+  kwargs = dict(publish=True, explicit=False, settings=settings)
+  target = os.path.join(ROOT, 'reproductions', 'alshedivat2021_fedpa', 'results', 'least_squares')
+  assert publish.output(DRIVER, 'runs/x', **kwargs) == target
+  monkeypatch.chdir(tmp_path)
+  assert publish.output(DRIVER, 'runs/x', **{**kwargs, 'publish': False}) == str(
+    tmp_path / 'runs/x'
+  )
+  with pytest.raises(
+    publish.PublishError, match=r'^--publish writes to .*least_squares, not --out=y'
+  ):
+    publish.output(DRIVER, 'y', **{**kwargs, 'explicit': True})
+  with pytest.raises(publish.PublishError, match=r'--epochs=3 \(committed: 51\); nothing was'):
+    publish.output(DRIVER, 'runs/x', **{**kwargs, 'settings': {**settings, 'epochs': 3}})
+  with pytest.raises(publish.PublishError, match='has no committed result'):
+    publish.output('reproductions.reddi2021_fedopt.reproduce', 'x', **kwargs)

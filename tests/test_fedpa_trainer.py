@@ -162,6 +162,12 @@ PRESET_RUNS = [
   'fedpa_so_lr',
   'fedavg_me_emnist_cr',
 ]
+# Flags the plumbing runs add after a preset's flag file (which they override: the runs check
+# that flags after the file win). fedpa_cifar100's 10 local epochs of ResNet-18 take ~65 of the
+# run's ~100 CPU-s on the fixtures and exercise nothing of the plumbing; 3 (a burn-in epoch and
+# two samples, the fewest with a nonzero correction) keep both FedPA phases. Its 10 is checked
+# against Table 6 above.
+_SHORTER = {'fedpa_cifar100': {'client_epochs_per_round': 3}}
 
 
 def test_fedpa_presets_are_table3_and_parse_as_trainer_flags():
@@ -220,6 +226,7 @@ def preset_runs(tff_data_dir, tmp_path_factory):
       ]
       if name.startswith('fedpa'):
         args.append('--fedpa_burnin_rounds=1')
+      args += [f'--{flag}={value}' for flag, value in _SHORTER.get(name, {}).items()]
       started[name] = Trainer(args)
     for name, trainer in started.items():
       trainer.finish()
@@ -232,7 +239,7 @@ def test_preset_plumbing(preset_runs, name):
   root, runs = preset_runs
   trainer = runs[name]
   assert trainer.proc.returncode == 0, trainer.report()
-  flags = published_fedpa.preset_flags(name)
+  flags = {**published_fedpa.preset_flags(name), **_SHORTER.get(name, {})}
   hparams = json.loads((root / name / 'hparams.json').read_text())
   assert hparams['task']['name'] == flags['task']
   assert hparams['algorithm'] == flags['algorithm']
@@ -253,8 +260,14 @@ def test_preset_plumbing(preset_runs, name):
 
 
 def test_fmnist_comparison_driver(tmp_path):
-  """reproductions.alshedivat2021_fedpa.reproduce_fmnist on 2 rounds (burn-in 1), one seed: both cells run, the table,
-  the paired difference and the figure are written; a rerun resumes (nothing left to train)."""
+  """reproductions.alshedivat2021_fedpa.reproduce_fmnist on 2 rounds (burn-in 1), one seed, typed in
+  tmp_path with the default --runs_dir and --out: both cells run, the table, the paired difference
+  and the figure are written under runs/ there; a rerun resumes (nothing left to train); the
+  committed results are untouched, and --publish with these settings is refused."""
+  from reproductions import publish  # pylint: disable=g-import-not-at-top
+
+  committed_dir = REPO / 'reproductions' / 'alshedivat2021_fedpa' / 'results'
+  committed = publish.digests(str(committed_dir))
   args = [
     sys.executable,
     '-m',
@@ -264,19 +277,33 @@ def test_fmnist_comparison_driver(tmp_path):
     '--seeds=1',
     '--rounds_per_eval=1',
     '--parallel=2',
-    f'--runs_dir={tmp_path / "runs"}',
-    f'--out={tmp_path / "out"}',
   ]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=str(REPO))
   for _ in range(2):
-    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-  table = (tmp_path / 'out' / 'fedpa_fmnist.md').read_text()
+  runs, out = tmp_path / 'runs' / 'fedpa_fmnist', tmp_path / 'runs' / 'fedpa_fmnist' / 'report'
+  assert os.listdir(tmp_path) == ['runs']
+  table = (out / 'fedpa_fmnist.md').read_text()
   assert 'FedPA - FedAvg, paired by seed' in table and '| fedpa | ' in table
-  rows = _rows(tmp_path / 'out' / 'fedpa_fmnist.csv')
+  rows = _rows(out / 'fedpa_fmnist.csv')
   assert [(r['algorithm'], r['rounds']) for r in rows] == [('fedavg', '2'), ('fedpa', '2')]
-  assert (tmp_path / 'out' / 'fedpa_fmnist.png').stat().st_size > 10000
-  fedpa = _rows(tmp_path / 'runs' / 'fedpa_seed1' / 'metrics.csv')
-  fedavg = _rows(tmp_path / 'runs' / 'fedavg_seed1' / 'metrics.csv')
+  assert (out / 'fedpa_fmnist.png').stat().st_size > 10000
+  fedpa = _rows(runs / 'fedpa_seed1' / 'metrics.csv')
+  fedavg = _rows(runs / 'fedavg_seed1' / 'metrics.csv')
   assert fedpa[0]['train_loss'] == fedavg[0]['train_loss']  # round 1: burn-in, the same
   assert float(fedpa[1]['client_delta_correction_mean']) > 0
+  # accuracy_last5evals (targets.window_column): the mean of the (here 2) evaluations.
+  mean = 100 * (float(fedpa[0]['eval_accuracy']) + float(fedpa[1]['eval_accuracy'])) / 2
+  assert float(rows[1]['accuracy_last5evals']) == pytest.approx(mean, abs=0.006)
+  refused = subprocess.run(
+    [*args, '--publish'], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+  )
+  assert refused.returncode == 2 and refused.stdout == ''
+  assert refused.stderr.strip() == (
+    'reproduce_fmnist: error: --publish: not the committed settings '
+    '(reproductions/alshedivat2021_fedpa/results/publish.json): --rounds=2 (committed: 300); '
+    '--seeds=1 (committed: 1,2,3); --burnin_rounds=1 (committed: 100); --rounds_per_eval=1 '
+    '(committed: 5); nothing was written'
+  )
+  assert publish.digests(str(committed_dir)) == committed and len(committed) >= 7

@@ -6,44 +6,55 @@ a user runs them, as subprocesses, on fmnist (the Debian package).
 """
 
 import csv
+import json
+import os
 import pathlib
+import re
 import subprocess
 import sys
 
 import pytest
 
+from reproductions import publish
+
 FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
 REPO = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = REPO / 'reproductions' / 'kim2024_delta_sgd' / 'results'
 
 pytestmark = pytest.mark.skipif(
   not FMNIST_DIR.is_dir(), reason=f'{FMNIST_DIR} missing (apt-get install dataset-fashion-mnist)'
 )
 
 
-def _run(module, *args, timeout=600):
+def _run(module, *args, timeout=600, cwd=REPO):
+  """The command as a user types it in `cwd` (the repository importable from anywhere)."""
   return subprocess.run(
     [sys.executable, '-m', module, *args],
-    cwd=REPO,
+    cwd=cwd,
     capture_output=True,
     text=True,
     timeout=timeout,
     check=False,
+    env=dict(os.environ, PYTHONPATH=str(REPO)),
   )
 
 
 def test_reproduction_runs_its_cells_and_writes_the_tables(tmp_path):
-  out, runs = tmp_path / 'out', tmp_path / 'runs'
+  """Typed in tmp_path with the default --out and --runs_dir: the report lands under runs/ there,
+  and the committed results stay byte for byte as they were."""
+  committed = publish.digests(str(RESULTS))
+  out, runs = tmp_path / 'runs' / 'kim2024_table1' / 'report', tmp_path / 'runs' / 'kim2024_table1'
   args = [
     '--rows=sgd,delta_sgd',
     '--alphas=0.1',
     '--fedadam_rows=delta_sgd',
     '--rounds=2',
     '--rounds_per_eval=1',
-    f'--out={out}',
-    f'--runs_dir={runs}',
   ]
-  result = _run('reproductions.kim2024_delta_sgd.reproduce', *args)
+  result = _run('reproductions.kim2024_delta_sgd.reproduce', *args, cwd=tmp_path)
   assert result.returncode == 0, result.stdout + result.stderr
+  assert os.listdir(tmp_path) == ['runs'] and (out / 'table1_fmnist.csv').is_file()
+  assert publish.digests(str(RESULTS)) == committed and len(committed) >= 11
   with open(out / 'table1_fmnist.csv', newline='') as f:
     rows = {r['optimizer']: r for r in csv.DictReader(f)}
   assert set(rows) == {'sgd', 'delta_sgd'}
@@ -63,11 +74,79 @@ def test_reproduction_runs_its_cells_and_writes_the_tables(tmp_path):
   assert '## Claim check' in markdown and '--rows=sgd,delta_sgd' in markdown
   for png in ('accuracy_alpha0.1.png', 'fedadam_alpha0.1.png'):
     assert (out / png).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+  assert 'ours_last5evals' in rows['sgd']  # targets.window_column: the last 5 evaluations
+  with open(runs / 'a0.1_sgd_seed1' / 'metrics.csv', newline='') as f:
+    accuracy = [float(r['eval_accuracy']) for r in csv.DictReader(f)]
+  assert float(rows['sgd']['ours_last5evals']) == pytest.approx(
+    100 * sum(accuracy[-5:]) / len(accuracy[-5:]), abs=0.01
+  )
   # A rerun finds every cell finished and rebuilds the same table.
-  again = _run('reproductions.kim2024_delta_sgd.reproduce', *args)
+  again = _run('reproductions.kim2024_delta_sgd.reproduce', *args, cwd=tmp_path)
   assert again.returncode == 0, again.stdout + again.stderr
   with open(out / 'table1_fmnist.csv', newline='') as f:
     assert {r['optimizer']: r for r in csv.DictReader(f)} == rows
+  # --publish with these trial settings: refused, naming them, before anything runs.
+  refused = _run('reproductions.kim2024_delta_sgd.reproduce', *args, '--publish', cwd=tmp_path)
+  assert refused.returncode == 2 and refused.stdout == ''
+  assert refused.stderr.strip() == (
+    'reproduce: error: --publish: not the committed settings '
+    '(reproductions/kim2024_delta_sgd/results/publish.json): --rounds=2 (committed: 500); '
+    '--alphas=0.1 (committed: 1,0.1,0.01); --rows=sgd,delta_sgd (committed: '
+    'sgd,sgd_decay,sgdm,sgdm_decay,adam,adagrad,sps,delta_sgd); --extra_rows=false (committed: '
+    'true); --fedadam_rows=delta_sgd (committed: all); --rounds_per_eval=1 (committed: 25); '
+    'nothing was written'
+  )
+  assert publish.digests(str(RESULTS)) == committed
+
+
+@pytest.mark.parametrize(
+  'args, message',
+  [
+    (
+      ['--publish', '--rounds=3', '--parallel=2', '--fedadam_rows=all', '--extra_rows'],
+      'reproduce: error: --publish: not the committed settings (reproductions/kim2024_delta_sgd/'
+      'results/publish.json): --rounds=3 (committed: 500); nothing was written',
+    ),
+    (
+      ['--out=reproductions/kim2024_delta_sgd/results', '--rounds=500'],
+      'reproduce: error: --out=reproductions/kim2024_delta_sgd/results: reproductions/'
+      'kim2024_delta_sgd/results holds committed results; they are written only with --publish '
+      'and the committed settings (see the README), or choose another folder',
+    ),
+  ],
+)
+def test_committed_results_are_refused_without_the_committed_settings(tmp_path, args, message):
+  """With --report_only (which would write the report at once): one line, exit 2, no runs
+  directory made, the committed files unchanged."""
+  committed = publish.digests(str(RESULTS))
+  runs = tmp_path / 'runs'
+  result = _run(
+    'reproductions.kim2024_delta_sgd.reproduce', *args, '--report_only', f'--runs_dir={runs}'
+  )
+  assert result.returncode == 2 and result.stderr.strip() == message, result.stderr
+  assert not runs.exists() and publish.digests(str(RESULTS)) == committed
+
+
+def test_the_documented_publish_commands_are_the_recorded_settings():
+  """Each results/publish.json entry: its command is in the README, the driver accepts it
+  (--dry_run: its flags and the defaults are the recorded settings) and names the committed
+  path; the committed tables' own Command lines carry the same flags, less --publish."""
+  entries = json.loads((RESULTS / 'publish.json').read_text())
+  assert sorted(entries) == ['plot_step_sizes', 'reproduce']
+  readme = (REPO / 'reproductions' / 'kim2024_delta_sgd' / 'README.md').read_text()
+  readme = re.sub(r' *\\\n *', ' ', readme)  # join continued lines
+  for name, entry in entries.items():
+    assert entry['command'] in readme, name
+    command = entry['command'].split()
+    assert command[:3] == ['.venv/bin/python', '-m', f'reproductions.kim2024_delta_sgd.{name}']
+    result = _run(command[2], *command[3:], '--dry_run')
+    assert result.returncode == 0, result.stderr
+    assert str(REPO / entry['out']) in result.stdout
+  flags = entries['reproduce']['command'].split()[3:]
+  for table in ('table1_fmnist.md', 'table4_fedadam_fmnist.md'):
+    text = (RESULTS / table).read_text()
+    recorded = re.search(r'- Command: `\.venv/bin/python -m run.reproduce_kim2024 (.*)`', text)
+    assert ['--publish', *recorded.group(1).split()] == flags, table
 
 
 def test_reproduction_rejects_an_unknown_row(tmp_path):
@@ -80,9 +159,17 @@ def test_reproduction_rejects_an_unknown_row(tmp_path):
 
 
 def test_step_size_plot_traces_both_gradient_options(tmp_path):
+  committed = publish.digests(str(RESULTS))
+  refused = _run('reproductions.kim2024_delta_sgd.plot_step_sizes', '--epochs=2', '--publish')
+  assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
+    'plot_step_sizes: error: --publish: not the committed settings '
+    '(reproductions/kim2024_delta_sgd/results/publish.json): --epochs=2 (committed: 40); '
+    'nothing was written'
+  )
   png = tmp_path / 'steps.png'
   result = _run('reproductions.kim2024_delta_sgd.plot_step_sizes', '--epochs=2', f'--out={png}')
   assert result.returncode == 0, result.stdout + result.stderr
+  assert publish.digests(str(RESULTS)) == committed
   assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   with open(tmp_path / 'steps.csv', newline='') as f:
     rows = list(csv.DictReader(f))

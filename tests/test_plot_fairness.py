@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from reproductions import publish
 from reproductions.ju2023_adafedadam import plot_fairness
 
 _REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -264,3 +265,19 @@ def test_cli_usage_errors_exit_2_with_one_line(tmp_path, make_run):
   assert result.returncode == 2
   assert len(result.stderr.strip().splitlines()) == 1, result.stderr
   assert ('client_eval' if make_run else 'LABEL=RUN_DIR') in result.stderr
+
+
+def test_cli_refuses_a_committed_results_folder(tmp_path):
+  """OUT_DIR inside reproductions/<paper>/results (the committed figures are the driver's, written
+  only by its --publish): one line, exit 2, the committed files unchanged."""
+  _write_run(tmp_path / 'run', {5: [0.5, 0.7]}, rounds=5)
+  committed = _REPO / 'reproductions' / 'ju2023_adafedadam' / 'results'
+  before = publish.digests(str(committed))
+  result = _cli(committed / 'synthetic', f'FedAvg={tmp_path / "run"}')
+  assert result.returncode == 2 and result.stdout == ''
+  assert result.stderr.strip() == (
+    f'plot_fairness: error: OUT_DIR {committed / "synthetic"}: '
+    'reproductions/ju2023_adafedadam/results holds committed results, written only by their '
+    'drivers with --publish; choose another folder'
+  )
+  assert publish.digests(str(committed)) == before and 'synthetic/curves.png' in before

@@ -1,7 +1,7 @@
 """Federated least squares: FedAvg's biased fixed point vs FedPA's (Al-Shedivat et al., ICLR 2021).
 
-  python -m reproductions.alshedivat2021_fedpa.least_squares \\
-      [--out=reproductions/alshedivat2021_fedpa/results/least_squares]
+  python -m reproductions.alshedivat2021_fedpa.least_squares [--out=DIR]   # runs/fedpa_least_squares
+  python -m reproductions.alshedivat2021_fedpa.least_squares --publish  # the committed results
 
 Sec. 3, Fig. 1 and App. A of the paper, made quantitative on a small heterogeneous problem. Each
 client i holds its own linear-Gaussian data (X_i [n_i, d], y_i): features from its own
@@ -34,7 +34,9 @@ FedAvg returns x - x_K, FedPA takes one IASG sample per epoch after a burn-in ep
 returns the DP delta; server SGD, lr 1 for FedAvg (the average of the final models) and 0.03 for
 FedPA (its deltas are up to 1/rho_l = 1 + (l - 1) rho = 50 times larger; 0.1 diverges).
 
-Outputs under --out: `distances.csv` (distance to x* of every fixed point; FedPA's mean, std,
+Outputs under --out (default runs/fedpa_least_squares; --publish, with the committed settings
+only, writes reproductions/alshedivat2021_fedpa/results/least_squares, `reproductions.publish`):
+`distances.csv` (distance to x* of every fixed point; FedPA's mean, std,
 min and max over --seeds sample seeds, plus the weighted mean of the mu_i and FedPA with exact
 moments), `rounds.csv` (panel (b): distance per round) and `fedpa_least_squares.png`.
 
@@ -51,6 +53,7 @@ import collections
 import csv
 import dataclasses
 import os
+import sys
 import time
 
 from absl import app
@@ -58,6 +61,7 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+from reproductions import publish
 import tff_adaptive  # noqa: F401  (first: quiets TensorFlow's C++ logging before TF loads)
 
 # isort: split
@@ -428,7 +432,13 @@ def plot(
 
 def define_flags() -> None:
   """The script's flags; defined when it runs, not on import (tests import its functions)."""
-  flags.DEFINE_string('out', 'runs/fedpa_least_squares', 'Output directory.')
+  flags.DEFINE_string(
+    'out',
+    'runs/fedpa_least_squares',
+    'Output directory (not a committed results folder: see --publish).',
+  )
+  flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
+  flags.DEFINE_bool('dry_run', False, 'Check the flags, print where the outputs go; write nothing.')
   flags.DEFINE_integer('dim', 10, 'd, the number of features (no bias).')
   flags.DEFINE_integer('clients', 10, 'Number of clients.')
   flags.DEFINE_integer('problem_seed', 0, 'Seed of the clients data.')
@@ -441,8 +451,39 @@ def define_flags() -> None:
   flags.DEFINE_integer('epochs', 51, 'Panel (b): local epochs (FedPA: l = epochs - 1 samples).')
 
 
+# The flags that change the numbers: --publish requires the committed values (results/publish.json).
+SETTINGS = (
+  'dim',
+  'clients',
+  'problem_seed',
+  'k_values',
+  'l_values',
+  'seeds',
+  'rho',
+  'temperature',
+  'rounds',
+  'epochs',
+)
+
+
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    print(f'least_squares: error: unexpected arguments {argv[1:]}', file=sys.stderr)
+    return 2
+  try:
+    out = publish.output(
+      'reproductions.alshedivat2021_fedpa.least_squares',
+      FLAGS.out,
+      publish=FLAGS.publish,
+      explicit=FLAGS['out'].present,
+      settings={name: FLAGS[name].value for name in SETTINGS},
+    )
+  except publish.PublishError as e:
+    print(f'least_squares: error: {e}', file=sys.stderr)
+    return 2
+  if FLAGS.dry_run:
+    print(f'would write distances.csv, rounds.csv and fedpa_least_squares.png into {out}')
+    return 0
   tf.get_logger().setLevel('ERROR')  # one trace per l is expected: no retracing warnings
   logging.set_verbosity(logging.WARNING)  # nor TFF's model-building info lines
   start = time.time()
@@ -477,10 +518,8 @@ def main(argv):
     )
   for name, dist in reference_rows:
     print(f'{name}: {dist:.4g}')
-  os.makedirs(FLAGS.out, exist_ok=True)
-  write_csv(
-    os.path.join(FLAGS.out, 'distances.csv'), k_values, fedavg, l_values, fedpa, reference_rows
-  )
+  os.makedirs(out, exist_ok=True)
+  write_csv(os.path.join(out, 'distances.csv'), k_values, fedavg, l_values, fedpa, reference_rows)
   title = (
     f'Federated least squares: {FLAGS.clients} heterogeneous clients, d={FLAGS.dim}, global '
     f'optimum x*\n(a) FedPA from l exact samples of N(mu_i, {FLAGS.temperature} A_i^-1) per '
@@ -490,7 +529,7 @@ def main(argv):
   if FLAGS.rounds > 0:
     config = AlgorithmsConfig(rounds=FLAGS.rounds, epochs=FLAGS.epochs)
     rounds = run_algorithms(problem, config)
-    with open(os.path.join(FLAGS.out, 'rounds.csv'), 'w', newline='') as f:
+    with open(os.path.join(out, 'rounds.csv'), 'w', newline='') as f:
       writer = csv.writer(f)
       writer.writerow(['round', *rounds])
       for t, row in enumerate(zip(*rounds.values())):
@@ -501,7 +540,7 @@ def main(argv):
       f'{tail} rounds: '
       + ', '.join(f'{name} {dists[-tail:].mean():.4g}' for name, dists in rounds.items())
     )
-  png = os.path.join(FLAGS.out, 'fedpa_least_squares.png')
+  png = os.path.join(out, 'fedpa_least_squares.png')
   plot(png, problem, lr, k_values, fedavg, l_values, fedpa, title, rounds, config)
   print(f'wrote {png} ({time.time() - start:.1f} s)')
 

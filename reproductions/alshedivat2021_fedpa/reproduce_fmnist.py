@@ -11,11 +11,14 @@ they are the same computation (bit for bit, tests/test_fedpa.py), after it FedPA
 Sigma_hat^-1 (x_t - mu_hat).
 
   .venv/bin/python -m reproductions.alshedivat2021_fedpa.reproduce_fmnist --rounds=300 --seeds=1,2,3 --parallel=2
+  .venv/bin/python -m reproductions.alshedivat2021_fedpa.reproduce_fmnist --publish --rounds=300 \\
+      --seeds=1,2,3 --parallel=2   # rewrites the committed results/fmnist (`reproductions.publish`)
 
 Every cell is one `run.federated_trainer` process (`reproductions.cell_runner`: resumable, a progress line
-with ETA every 30 s, TF pinned to one thread per trainer). Afterwards it writes into --out:
+with ETA every 30 s, TF pinned to one thread per trainer). Afterwards it writes into --out
+(default runs/fedpa_fmnist/report; with --publish, reproductions/alshedivat2021_fedpa/results/fmnist):
 fedpa_fmnist.{csv,md} (per seed and mean +- std over seeds: final accuracy, the mean of the
-last 5 evaluations, the worst-30% client accuracy, rounds to --targets; the paired FedPA - FedAvg
+last 5 evaluations (`accuracy_last5evals`), the worst-30% client accuracy, rounds to --targets; the paired FedPA - FedAvg
 difference; the paper's Table 3 differences for reference) and fedpa_fmnist.png.
 """
 
@@ -32,6 +35,7 @@ from absl import flags
 from absl import logging
 
 from reproductions import cell_runner
+from reproductions import publish
 from tff_adaptive.loop import targets
 
 flags.DEFINE_integer('rounds', 300, 'Rounds per cell.')
@@ -46,12 +50,19 @@ flags.DEFINE_string('runs_dir', 'runs/fedpa_fmnist', 'Where the cells run.')
 flags.DEFINE_string(
   'out',
   'runs/fedpa_fmnist/report',
-  'Where the table and figure go (the committed ones: '
-  'reproductions/alshedivat2021_fedpa/results/fmnist).',
+  'Where the table and figure go (not a committed results folder: see --publish).',
 )
+flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
 flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
-flags.DEFINE_bool('dry_run', False, 'Print the trainer commands and exit.')
+flags.DEFINE_bool(
+  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
+)
 FLAGS = flags.FLAGS
+# The flags that change the numbers: --publish requires the committed values (results/publish.json).
+SETTINGS = ('rounds', 'seeds', 'burnin_rounds', 'shrinkage', 'rounds_per_eval', 'targets')
+LAST_EVALS = 5
+# The column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
+ACCURACY_LAST = targets.window_column('accuracy', LAST_EVALS, 'evals')
 
 ALGORITHMS = ('fedavg', 'fedpa')
 # Table 3, FedPA-ME minus FedAvg-ME (accuracy points), for reference.
@@ -127,7 +138,8 @@ class CellResult:
 
   @property
   def last5(self) -> float | None:
-    return 100 * statistics.mean(a for _, a in self.curve[-5:]) if self.curve else None
+    """The mean of the last LAST_EVALS evaluations, %."""
+    return 100 * statistics.mean(a for _, a in self.curve[-LAST_EVALS:]) if self.curve else None
 
   def rounds_to(self, threshold: float) -> int | None:
     return targets.rounds_to_target(self.curve, threshold)
@@ -171,7 +183,7 @@ def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
       'seed': cell.seed,
       'rounds': r.rounds,
       'final_accuracy': _fmt(r.final),
-      'mean_last5': _fmt(r.last5),
+      ACCURACY_LAST: _fmt(r.last5),
       'worst30_final': _fmt(None if r.worst30 is None else 100 * r.worst30),
     }
     for t in thresholds:
@@ -303,10 +315,20 @@ def _main(argv: list[str]) -> int:
     raise UsageError(str(e)) from None
   cells = build_cells()
   runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
-  out = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.out))
+  try:
+    out = publish.output(
+      'reproductions.alshedivat2021_fedpa.reproduce_fmnist',
+      FLAGS.out,
+      publish=FLAGS.publish,
+      explicit=FLAGS['out'].present,
+      settings={name: FLAGS[name].value for name in SETTINGS},
+    )
+  except publish.PublishError as e:
+    raise UsageError(str(e)) from None
   if FLAGS.dry_run:
     for cell in cells:
       print(shlex.join(trainer_command(cell, runs_dir)))
+    print(f'# then the table and figure into {out}')
     return 0
   failed, runner = [], None  # --report_only: nothing runs, nothing fails
   if not FLAGS.report_only:

@@ -24,6 +24,10 @@ sample standard deviation where there are several), the columns of the paper's T
 
 Per-client accuracies come from client_eval/round_NNNNN.csv (header client_id,loss,accuracy),
 written on evaluation rounds; the latest round present is used unless --round says otherwise.
+
+OUT_DIR may not be inside a committed results folder (reproductions/<paper>/results/): the
+committed figures are reproduce_synthetic's, rewritten only by its --publish (`reproductions.publish`);
+such an OUT_DIR exits 2 before anything is read or written.
 """
 
 import argparse
@@ -37,6 +41,8 @@ import sys
 import matplotlib
 import numpy as np
 import pandas as pd
+
+from reproductions import publish
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
@@ -430,6 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument('--setup', default=None, help="Title prefix, e.g. 'SYNTHETIC'.")
   args = parser.parse_args(argv)
   try:
+    publish.refuse_committed([os.path.abspath(args.out_dir)], 'OUT_DIR')
     lines = plot_groups(args.out_dir, args.groups, args.round, args.setup)
   except (ValueError, OSError) as e:
     print(f'plot_fairness: error: {e}'.replace('\n', ' '), file=sys.stderr)

@@ -1,6 +1,8 @@
 """Ju et al. (AdaFedAdam) Table 5, Synthetic row: six algorithms, 3 seeds, local fairness metrics.
 
   .venv/bin/python -m reproductions.ju2023_adafedadam.reproduce_synthetic --rounds=1000 --seeds=1,2,3 --parallel=2
+  .venv/bin/python -m reproductions.ju2023_adafedadam.reproduce_synthetic --publish --rounds=1000 \\
+      --seeds=1,2,3 --parallel=2   # rewrites the committed results/synthetic (`reproductions.publish`)
 
 Setup (App. C.1): LEAF Synthetic(1, 1) (task
 `synthetic`: 100 clients with power-law sizes, x in R^60, 10 classes, softmax regression;
@@ -10,7 +12,7 @@ each client's data split 80/20 into local train/test), every client in every rou
 test data. Servers: FedAvg SGD lr 1; FedAdam Adam lr 0.001, beta (0.9, 0.999), eps 1e-8
 (Adam's defaults; the paper gives no eps); q-FedAvg q = 1, lr 1; FedNova SGD lr 1; FedProx SGD
 lr 1 with mu tuned over {0.001, 0.005, 0.01, 0.1, 1} on the first seed (the mu whose final
-average local accuracy is highest, over the mean of the last 5 evaluations); AdaFedAdam with
+average local accuracy is highest, over the mean of the last 5 evaluations, `avg_last5evals`); AdaFedAdam with
 AdaAdam's defaults (eta 0.001, beta (0.9, 0.999), eps 1e-8) and alpha = 1. A Pareto sweep on
 the first seed adds AdaFedAdam alpha in --pareto_alphas and q-FedAvg q in --pareto_qs.
 
@@ -21,7 +23,8 @@ and the one the fair-FL papers (q-FFL) report; alpha does not change the labels 
 shuffling.
 
 Every cell is one `run.federated_trainer` process (`reproductions.cell_runner`: resumable, progress with
-ETA, one TF thread per trainer). Afterwards --out gets table5_synthetic.{md,csv} (published
+ETA, one TF thread per trainer). Afterwards --out (default runs/ju_synthetic/report; with
+--publish, reproductions/ju2023_adafedadam/results/synthetic) gets table5_synthetic.{md,csv} (published
 Avg / STD / Worst-30% beside ours, mean +- std over seeds, and the difference),
 fedprox_mu.csv (the tuning), and density.png, curves.png, pareto.png (error vs RSD of error,
 Fig. 3 right) and pareto_std.png (average vs STD of accuracy) (`plot_fairness.py`).
@@ -41,8 +44,10 @@ from absl import logging
 import pandas as pd
 
 from reproductions import cell_runner
+from reproductions import publish
 from reproductions.ju2023_adafedadam import plot_fairness
 from reproductions.ju2023_adafedadam.published import PUBLISHED
+from tff_adaptive.loop import targets
 
 flags.DEFINE_integer('rounds', 1000, 'Rounds per cell (the paper: 1000).')
 flags.DEFINE_list('seeds', ['1', '2', '3'], 'Seeds; FedProx mu and the Pareto sweep use the first.')
@@ -57,12 +62,27 @@ flags.DEFINE_string('runs_dir', 'runs/ju_synthetic', 'Where the cells run.')
 flags.DEFINE_string(
   'out',
   'runs/ju_synthetic/report',
-  'Where the tables and figures go (the committed ones: '
-  'reproductions/ju2023_adafedadam/results/synthetic).',
+  'Where the tables and figures go (not a committed results folder: see --publish).',
 )
+flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
 flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
-flags.DEFINE_bool('dry_run', False, 'Print the trainer commands and exit.')
+flags.DEFINE_bool(
+  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
+)
 FLAGS = flags.FLAGS
+# The flags that change the numbers: --publish requires the committed values (results/publish.json).
+SETTINGS = (
+  'rounds',
+  'seeds',
+  'fedprox_mus',
+  'pareto_alphas',
+  'pareto_qs',
+  'clients_per_round',
+  'rounds_per_eval',
+)
+LAST_EVALS = 5
+# fedprox_mu.csv's column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
+AVG_LAST = targets.window_column('avg', LAST_EVALS, 'evals')
 
 SGD1 = ('--server_optimizer=sgd', '--server_learning_rate=1')
 ARGS = {
@@ -202,7 +222,7 @@ class CellResult:
   avg: float | None = None  # % at the last evaluation
   std: float | None = None
   worst30: float | None = None
-  last5_avg: float | None = None  # mean of the last 5 evaluations' averages, %
+  last5_avg: float | None = None  # mean of the last LAST_EVALS evaluations' averages, %
   pooled: float | None = None  # accuracy on the union of the local test sets (example-weighted)
 
 
@@ -221,13 +241,14 @@ def cell_result(runs_dir: str, cell: Cell) -> CellResult:
     result.worst30 = pct('eval_client_accuracy_worst30')
     result.pooled = pct('eval_accuracy')
     result.last5_avg = statistics.mean(
-      100 * cell_runner.to_float(r['eval_client_accuracy_mean']) for r in evaluated[-5:]
+      100 * cell_runner.to_float(r['eval_client_accuracy_mean']) for r in evaluated[-LAST_EVALS:]
     )
   return result
 
 
 def tuned_mu(runs_dir: str) -> tuple[float | None, list[dict]]:
-  """The mu of the highest mean-of-last-5 average local accuracy among finished tuning cells."""
+  """The mu of the highest mean-of-the-last-5-evaluations average local accuracy (AVG_LAST)
+  among finished tuning cells."""
   rows = []
   for cell in tuning_cells():
     r = cell_result(runs_dir, cell)
@@ -236,15 +257,15 @@ def tuned_mu(runs_dir: str) -> tuple[float | None, list[dict]]:
         'mu': cell.param,
         'seed': cell.seed,
         'rounds': r.rounds,
-        'avg_last5': r.last5_avg,
+        AVG_LAST: r.last5_avg,
         'avg': r.avg,
         'worst30': r.worst30,
       }
     )
-  done = [r for r in rows if r['rounds'] >= FLAGS.rounds and r['avg_last5'] is not None]
+  done = [r for r in rows if r['rounds'] >= FLAGS.rounds and r[AVG_LAST] is not None]
   if len(done) < len(rows):
     return None, rows
-  return max(done, key=lambda r: r['avg_last5'])['mu'], rows
+  return max(done, key=lambda r: r[AVG_LAST])['mu'], rows
 
 
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
@@ -414,12 +435,22 @@ def _main(argv: list[str]) -> int:
   if not 1 <= FLAGS.clients_per_round <= 100:
     raise UsageError(f'--clients_per_round must be in [1, 100], got {FLAGS.clients_per_round}')
   runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
-  out = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.out))
+  try:
+    out = publish.output(
+      'reproductions.ju2023_adafedadam.reproduce_synthetic',
+      FLAGS.out,
+      publish=FLAGS.publish,
+      explicit=FLAGS['out'].present,
+      settings={name: FLAGS[name].value for name in SETTINGS},
+    )
+  except publish.PublishError as e:
+    raise UsageError(str(e)) from None
   first = main_cells(None) + tuning_cells() + pareto_cells()
   if FLAGS.dry_run:
     for cell in first:
       print(shlex.join(trainer_command(cell, runs_dir)))
     print('# then FedProx on the other seeds with the tuned mu')
+    print(f'# then the tables and figures into {out}')
     return 0
   failed, runner = [], None
   if not FLAGS.report_only:

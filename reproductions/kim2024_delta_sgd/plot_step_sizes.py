@@ -1,7 +1,11 @@
 """Plots one client's Delta-SGD step sizes over its local steps (Kim et al. 2024, Fig. 7 style).
 
   python -m reproductions.kim2024_delta_sgd.plot_step_sizes --dirichlet_alpha=0.1 --client=0 \\
-      --epochs=40 --out=reproductions/kim2024_delta_sgd/results/delta_sgd_step_sizes.png
+      --epochs=40   # into runs/kim2024_table1/delta_sgd_step_sizes.png (--out)
+  python -m reproductions.kim2024_delta_sgd.plot_step_sizes --publish --dirichlet_alpha=0.1 \\
+      --client=0 --epochs=40   # the committed results/delta_sgd_step_sizes.png and .csv
+
+--publish writes the committed figure, and only with its settings (`reproductions.publish`).
 
 One client of the fmnist task (the Table 1 setup: batch 64) trains from the seeded initial model
 for --epochs local epochs with Delta-SGD (Algorithm 1, the paper's defaults unless flags say
@@ -22,10 +26,12 @@ Table 1 setup (7 steps) the decay is mild (the mean step size is in metrics.csv)
 
 import csv
 import os
+import sys
 
 from absl import app
 from absl import flags
 
+from reproductions import publish
 import tff_adaptive  # noqa: F401  (first: quiets TensorFlow's C++ logging before TF loads)
 
 # isort: split
@@ -54,9 +60,15 @@ flags.DEFINE_list(
 )
 flags.DEFINE_float('delta', 0.1, 'Delta-SGD delta.')
 flags.DEFINE_string(
-  'out', 'runs/kim2024_table1/delta_sgd_step_sizes.png', 'Output PNG (a CSV is written beside it).'
+  'out',
+  'runs/kim2024_table1/delta_sgd_step_sizes.png',
+  'Output PNG (a CSV is written beside it; not in a committed results folder: see --publish).',
 )
+flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
+flags.DEFINE_bool('dry_run', False, 'Check the flags, print where the outputs go; write nothing.')
 FLAGS = flags.FLAGS
+# The flags that change the numbers: --publish requires the committed values (results/publish.json).
+SETTINGS = ('dirichlet_alpha', 'client', 'epochs', 'batch_size', 'seed', 'gradients', 'delta')
 
 
 def trace_step_sizes(model, features, seed, batch_size, epochs, hparams):
@@ -78,7 +90,23 @@ def trace_step_sizes(model, features, seed, batch_size, epochs, hparams):
 
 
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    print(f'plot_step_sizes: error: unexpected arguments {argv[1:]}', file=sys.stderr)
+    return 2
+  try:
+    out = publish.output(
+      'reproductions.kim2024_delta_sgd.plot_step_sizes',
+      FLAGS.out,
+      publish=FLAGS.publish,
+      explicit=FLAGS['out'].present,
+      settings={name: FLAGS[name].value for name in SETTINGS},
+    )
+  except publish.PublishError as e:
+    print(f'plot_step_sizes: error: {e}', file=sys.stderr)
+    return 2
+  if FLAGS.dry_run:
+    print(f'would write {out} and {os.path.splitext(out)[0]}.csv')
+    return 0
   # Eagerly, TFF's traced forward_pass would keep the first step's dropout masks for every
   # step; running functions eagerly draws each step's masks from its seed, as the engines do.
   tf.config.run_functions_eagerly(True)
@@ -96,8 +124,8 @@ def main(argv):
     traces[gradient] = trace_step_sizes(
       model, task.train_clients[client_id], seed, FLAGS.batch_size, FLAGS.epochs, hparams
     )
-  os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
-  with open(os.path.splitext(FLAGS.out)[0] + '.csv', 'w', newline='') as f:
+  os.makedirs(os.path.dirname(out), exist_ok=True)
+  with open(os.path.splitext(out)[0] + '.csv', 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['gradient', 'local_step', 'eta', 'curvature_candidate', 'growth_candidate'])
     for gradient, records in traces.items():
@@ -128,8 +156,8 @@ def main(argv):
     fontsize=10,
   )
   fig.tight_layout()
-  fig.savefig(FLAGS.out, dpi=120)
-  print(f'wrote {FLAGS.out}')
+  fig.savefig(out, dpi=120)
+  print(f'wrote {out}')
 
 
 if __name__ == '__main__':

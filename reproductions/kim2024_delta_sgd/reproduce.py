@@ -32,9 +32,12 @@ sps_authors_code (--sps_mode=constant: no step cap) and delta_sgd_authors_code (
 gradient difference, grown first step, the code's zero rule, eps 1e-8).
 
 The exact command (the paper's 1000 rounds, 24 + 2 cells by default; a fmnist training round
-took ~0.3 s on one core of this 2-core machine, an evaluated one ~0.8 s):
+took ~0.3 s on one core of this 2-core machine, an evaluated one ~0.8 s), and the one that
+rewrites the committed results (500 rounds; `reproductions.publish` refuses other settings):
 
   .venv/bin/python -m reproductions.kim2024_delta_sgd.reproduce --rounds=1000 --parallel=2
+  .venv/bin/python -m reproductions.kim2024_delta_sgd.reproduce --publish --rounds=500 \\
+      --parallel=2 --fedadam_rows=all --extra_rows
 
 Every trainer runs with TF_NUM_INTRAOP_THREADS=1 and TF_NUM_INTEROP_THREADS=1 (see `reproductions.cell_runner.child_env`:
 the thread count changes the numbers, so it is fixed rather than tied to --parallel).
@@ -44,7 +47,8 @@ Every cell is one `run.federated_trainer` process with `--root_output_dir=<runs_
 and stderr appended to `<runs_dir>/<cell>.log`, its exit in `<runs_dir>/<cell>.status.json`.
 Rerunning the same command resumes every unfinished cell from its checkpoints (a finished one
 exits at once); Ctrl-C or SIGTERM stops the cells (SIGTERM to each) and exits 130 / 143.
-Afterwards (or with --report_only) it writes into --out: table1_fmnist.{csv,md} (with a claim
+Afterwards (or with --report_only) it writes into --out (default runs/kim2024_table1/report;
+with --publish, reproductions/kim2024_delta_sgd/results): table1_fmnist.{csv,md} (with a claim
 check), table4_fedadam_fmnist.{csv,md}, accuracy_alpha<A>.png and fedadam_alpha0.1.png. A cell
 that diverges (trainer exit 3) is reported as diverged with its last accuracy; a crashed cell
 makes the script exit 1 naming the cell and its log.
@@ -66,11 +70,13 @@ from absl import flags
 from absl import logging
 
 from reproductions import cell_runner
+from reproductions import publish
 from reproductions.kim2024_delta_sgd.published import FEDADAM_ALPHA
 from reproductions.kim2024_delta_sgd.published import PAPER_ROUNDS
 from reproductions.kim2024_delta_sgd.published import ROWS
 from reproductions.kim2024_delta_sgd.published import TABLE1
 from reproductions.kim2024_delta_sgd.published import TABLE4
+from tff_adaptive.loop import targets
 
 EXTRA_ROWS = ('sps_authors_code', 'delta_sgd_authors_code')
 ROW_FLAGS = {
@@ -136,14 +142,22 @@ flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many ro
 flags.DEFINE_string(
   'out',
   'runs/kim2024_table1/report',
-  'Where the tables and figures go (the committed ones: reproductions/kim2024_delta_sgd/results).',
+  'Where the tables and figures go (not a committed results folder: see --publish).',
 )
+flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
 flags.DEFINE_string('runs_dir', 'runs/kim2024_table1', 'Where the trainer runs and logs go.')
 flags.DEFINE_bool(
   'report_only', False, 'Do not train; build the tables and figures from --runs_dir.'
 )
-flags.DEFINE_bool('dry_run', False, 'Print the trainer commands and exit.')
+flags.DEFINE_bool(
+  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
+)
 FLAGS = flags.FLAGS
+# The flags that change the numbers: --publish requires the committed values (results/publish.json).
+SETTINGS = ('rounds', 'alphas', 'rows', 'extra_rows', 'fedadam_rows', 'seed', 'rounds_per_eval')
+LAST_EVALS = 5
+# The column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
+OURS_LAST = targets.window_column('ours', LAST_EVALS, 'evals')
 
 
 class UsageError(ValueError):
@@ -172,7 +186,7 @@ class CellResult:
   rounds: int = 0
   ours: float | None = None  # % at eval_round, the last evaluated round
   eval_round: int | None = None
-  mean_last5: float | None = None
+  mean_last: float | None = None  # mean of the last LAST_EVALS evaluations, %
   curve: list[tuple[int, float]] = dataclasses.field(default_factory=list)
   status: str = 'missing'
 
@@ -238,8 +252,8 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
 
 def cell_result(runs_dir: str, cell: Cell, total_rounds: int) -> CellResult:
   """A cell's results: the last evaluation (the trainer evaluates the final round; a partial or
-  diverged run ends at its last evaluated round, named in eval_round), the mean of the last 5
-  evaluations, and its status."""
+  diverged run ends at its last evaluated round, named in eval_round), the mean of the last
+  LAST_EVALS evaluations, and its status."""
   rows = cell_runner.read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
   result = CellResult(rounds=cell_runner.last_round(rows))
   for row in sorted(rows, key=lambda r: cell_runner.to_float(r.get('round_num')) or 0):
@@ -251,8 +265,8 @@ def cell_result(runs_dir: str, cell: Cell, total_rounds: int) -> CellResult:
       result.curve.append((int(round_num), 100.0 * accuracy))
   if result.curve:
     result.eval_round, result.ours = result.curve[-1]
-    last5 = [a for _, a in result.curve[-5:]]
-    result.mean_last5 = sum(last5) / len(last5)
+    last = [a for _, a in result.curve[-LAST_EVALS:]]
+    result.mean_last = sum(last) / len(last)
   status = cell_runner.read_status(runs_dir, cell) or {}
   code = status.get('exit_code')
   if result.rounds >= total_rounds:
@@ -293,7 +307,7 @@ def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
         'optimizer': cell.row,
         'published': published,
         'ours': _round(result.ours),
-        'ours_mean_last5': _round(result.mean_last5),
+        OURS_LAST: _round(result.mean_last),
         'difference': _round(None if result.ours is None else result.ours - published),
         'rounds': result.rounds,
         'eval_round': result.eval_round,
@@ -308,7 +322,7 @@ COLUMNS = (
   'optimizer',
   'published',
   'ours',
-  'ours_mean_last5',
+  OURS_LAST,
   'difference',
   'rounds',
   'eval_round',
@@ -333,7 +347,7 @@ def markdown_table(rows: list[dict]) -> list[str]:
       row['optimizer'],
       _fmt(row['published']),
       _fmt(row['ours'], 2),
-      _fmt(row['ours_mean_last5'], 2),
+      _fmt(row[OURS_LAST], 2),
       _fmt(row['difference'], 2, sign=True),
       str(row['rounds']),
       '' if row['eval_round'] is None else str(row['eval_round']),
@@ -434,8 +448,8 @@ def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[
 NOTES = [
   '',
   'Columns: test accuracy % on the pooled 10,000 test images. `ours` is the last evaluation '
-  '(the final round when status is done, else the round in `eval_round`), `ours_mean_last5` '
-  'the mean of the last 5 evaluations, `difference` = ours - published, `rounds` the rounds '
+  f'(the final round when status is done, else the round in `eval_round`), `{OURS_LAST}` '
+  f'the mean of the last {LAST_EVALS} evaluations, `difference` = ours - published, `rounds` the rounds '
   "trained. Learning rates: those of the authors' run.sh (the paper tuned on CIFAR-10 and "
   'prints no winners); see reproductions/kim2024_delta_sgd/reproduce.py.',
 ]
@@ -551,13 +565,23 @@ def _main(argv: list[str]) -> int:
   if not cells:
     raise UsageError('no cells: give --rows or --fedadam_rows')
   runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
-  out = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.out))
+  try:
+    out = publish.output(
+      'reproductions.kim2024_delta_sgd.reproduce',
+      FLAGS.out,
+      publish=FLAGS.publish,
+      explicit=FLAGS['out'].present,
+      settings={name: FLAGS[name].value for name in SETTINGS},
+    )
+  except publish.PublishError as e:
+    raise UsageError(str(e)) from None
   if FLAGS.dry_run:
     for cell in cells:
       print(
         shlex.join(trainer_command(cell, runs_dir))
         + f' >> {cell_runner.log_path(runs_dir, cell)} 2>&1'
       )
+    print(f'# then the tables and figures into {out}')
     return 0
   failed, runner = [], None  # --report_only: nothing runs, nothing fails
   if not FLAGS.report_only:

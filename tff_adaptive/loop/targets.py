@@ -39,8 +39,36 @@ def column(metric: str, threshold: float) -> str:
 
 
 def average_column(metric: str, window: int = WINDOW) -> str:
-  """The metrics.csv column of the running average, e.g. eval_accuracy_avg10."""
+  """The trainer's metrics.csv column of the running average, e.g. eval_accuracy_avg10.
+
+  Written on every evaluation round r: the mean of the evaluations in rounds (r - window, r]
+  (`running_average`; a window of ROUNDS, so with an evaluation every k rounds it averages
+  ceil(window / k) evaluations). The name predates `window_column` and stays as it is so that old
+  runs resume; tables and summaries name their last-window averages with `window_column`.
+  """
   return f'{metric}_avg{window}'
+
+
+WINDOW_UNITS = ('rounds', 'evals')
+
+
+def window_column(metric: str, count: int, unit: str = 'rounds') -> str:
+  """The one name of a last-window average in a summary or reproduction table.
+
+  unit 'rounds': `<metric>_last<count>rounds`, the mean of the values in the rounds (R - count, R],
+  R the run's last round; every evaluation in that span counts, whatever the cadence (Reddi et
+  al.'s Table 1 "average over the last 100 rounds" is `eval_accuracy_last100rounds`: 100 values
+  when evaluating every round, 10 with --rounds_per_eval=10). `run.summarize` uses it.
+  unit 'evals': `<metric>_last<count>evals`, the mean of the last `count` evaluations, whichever
+  rounds they fall in (the reproduction tables' `ours_last5evals`).
+  Neither is the trainer's `<metric>_avg10` (`average_column`): a running average written on
+  each evaluation round, over the evaluations of the 10 rounds up to it.
+  """
+  if unit not in WINDOW_UNITS:
+    raise ValueError(f'unit {unit!r}: valid: {", ".join(WINDOW_UNITS)}')
+  if count < 1:
+    raise ValueError(f'count must be >= 1, got {count}')
+  return f'{metric}_last{count}{unit}'
 
 
 def parse_thresholds(flag: str, texts: Sequence[str]) -> tuple[float, ...]:
