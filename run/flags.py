@@ -4,6 +4,12 @@ Flag names follow google-research/federated's `optimization` trainer where it ha
 Flags left unset take the task's published defaults (`tasks.TaskDefaults`), then the
 registries' (`SERVER_OPTIMIZERS[name].default_learning_rate`). Every choice flag is checked
 against its registry, with one message: `unknown <kind> 'x'; valid choices: ...`.
+
+This module imports no TensorFlow or TFF (importing them takes ~9 s): it reads the registries,
+hyperparameter configs and checks from the TensorFlow-free modules (`algorithms.config`,
+`engines.config`, `optimizers.config`, `tasks.config`, `tasks.catalog`, `runtime.addresses`,
+`loop.sampling`), so --help and every flag mistake are answered at once. The one flag check
+that needs TensorFlow, whether TF sees the --device, is the trainer's, after the imports.
 """
 
 import dataclasses
@@ -13,27 +19,19 @@ from typing import Any
 
 from absl import flags
 
-from tff_adaptive import algorithms
-from tff_adaptive import engines
 from tff_adaptive import registry
-from tff_adaptive import runtime
-from tff_adaptive import tasks
-from tff_adaptive.algorithms import adafedadam
-from tff_adaptive.algorithms import fednova
-from tff_adaptive.algorithms import fedpa as fedpa_algorithm
-from tff_adaptive.algorithms import fedpa_math
-from tff_adaptive.engines import inprocess
+from tff_adaptive.algorithms import config as algorithm_config
+from tff_adaptive.engines import config as engine_config
 from tff_adaptive.loop import outputs
 from tff_adaptive.loop import sampling
 from tff_adaptive.loop import targets
-from tff_adaptive.optimizers import client as client_optimizers
-from tff_adaptive.optimizers import delta_sgd
-from tff_adaptive.optimizers import schedules
-from tff_adaptive.optimizers import server as server_optimizers
-from tff_adaptive.optimizers import sps
+from tff_adaptive.optimizers import config as optimizer_config
+from tff_adaptive.runtime import addresses
+from tff_adaptive.tasks import catalog
+from tff_adaptive.tasks import config as task_config
 
 # Task and data.
-flags.DEFINE_string('task', 'fmnist', f'Task: one of {", ".join(tasks.TASKS)}.')
+flags.DEFINE_string('task', 'fmnist', f'Task: one of {", ".join(catalog.TASKS)}.')
 flags.DEFINE_string(
   'data_dir',
   None,
@@ -48,7 +46,7 @@ flags.DEFINE_integer(
 )
 # Algorithm and engine.
 flags.DEFINE_string(
-  'algorithm', 'fedopt', f'Federated algorithm: one of {", ".join(algorithms.ALGORITHMS)}.'
+  'algorithm', 'fedopt', f'Federated algorithm: one of {", ".join(algorithm_config.ALGORITHMS)}.'
 )
 flags.DEFINE_string(
   'engine',
@@ -81,7 +79,7 @@ flags.DEFINE_integer(
 flags.DEFINE_string(
   'server_optimizer',
   'sgd',
-  f'Server optimizer: one of {", ".join(server_optimizers.SERVER_OPTIMIZERS)}.',
+  f'Server optimizer: one of {", ".join(optimizer_config.SERVER_OPTIMIZERS)}.',
 )
 flags.DEFINE_float('server_learning_rate', None, "Server learning rate (default: task's).")
 flags.DEFINE_float('server_momentum', 0.9, 'Server momentum (sgdm).')
@@ -100,21 +98,25 @@ flags.DEFINE_float(
 )
 flags.DEFINE_string(
   'adaptive_variant',
-  server_optimizers.PUBLISHED,
-  f"One of {', '.join(server_optimizers.VARIANTS)}: the authors' code that produced the "
+  optimizer_config.PUBLISHED,
+  f"One of {', '.join(optimizer_config.VARIANTS)}: the authors' code that produced the "
   'published tables, or Algorithm 2 as printed.',
 )
 flags.DEFINE_string(
-  'server_lr_schedule', 'constant', f'Server lr schedule: one of {", ".join(schedules.SCHEDULES)}.'
+  'server_lr_schedule',
+  'constant',
+  f'Server lr schedule: one of {", ".join(optimizer_config.SCHEDULES)}.',
 )
 # Client optimizer.
 flags.DEFINE_string(
-  'client_optimizer', 'sgd', f'One of {", ".join(client_optimizers.CLIENT_OPTIMIZERS)}.'
+  'client_optimizer', 'sgd', f'One of {", ".join(optimizer_config.CLIENT_OPTIMIZERS)}.'
 )
 flags.DEFINE_float('client_learning_rate', None, "Client learning rate (default: task's).")
 flags.DEFINE_float('client_momentum', 0.9, 'Client momentum (sgdm).')
 flags.DEFINE_string(
-  'client_lr_schedule', 'constant', f'Client lr schedule: one of {", ".join(schedules.SCHEDULES)}.'
+  'client_lr_schedule',
+  'constant',
+  f'Client lr schedule: one of {", ".join(optimizer_config.SCHEDULES)}.',
 )
 flags.DEFINE_float('client_beta_1', 0.9, 'Client Adam beta_1.')
 flags.DEFINE_float('client_beta_2', 0.999, 'Client Adam beta_2.')
@@ -372,7 +374,7 @@ def help_text(usage: str, width: int = 100) -> str:
   lines = [
     usage.rstrip(),
     '',
-    'Flags (--flagfile=FILE reads more, one per line; --helpfull: absl and TF too):',
+    "Flags (--flagfile=FILE reads more, one per line; --helpfull: absl's too):",
   ]
   for title, names in SECTIONS:
     lines += ['', f'{title}:']
@@ -413,22 +415,22 @@ class RuntimeConfig:
 class ExperimentConfig:
   """Everything that determines a run's trajectory, plus its runtime settings."""
 
-  task: tasks.TaskConfig
+  task: task_config.TaskConfig
   algorithm: str
   engine: str
-  server: server_optimizers.ServerOptimizerConfig
-  server_lr_schedule: schedules.ScheduleConfig
-  client: algorithms.ClientTrainingConfig
+  server: optimizer_config.ServerOptimizerConfig
+  server_lr_schedule: optimizer_config.ScheduleConfig
+  client: algorithm_config.ClientTrainingConfig
   clients_per_round: int
   total_rounds: int
   seed: int
   client_sampler: str = 'tff'
   xla: bool = False
   runtime: RuntimeConfig = RuntimeConfig()
-  fedpa: fedpa_algorithm.FedPAHParams | None = None
-  fedprox: algorithms.FedProxHParams | None = None
-  qfedavg: algorithms.QFedAvgHParams | None = None
-  adafedadam: algorithms.AdaFedAdamHParams | None = None
+  fedpa: algorithm_config.FedPAHParams | None = None
+  fedprox: algorithm_config.FedProxHParams | None = None
+  qfedavg: algorithm_config.QFedAvgHParams | None = None
+  adafedadam: algorithm_config.AdaFedAdamHParams | None = None
 
   def algorithm_hparams(self) -> dict[str, Any]:
     """{'fedpa': FedPAHParams, ...}: the chosen algorithm's own hyperparameters, if any."""
@@ -447,13 +449,13 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
     'task': task_record(config.task),
     'algorithm': config.algorithm,
     'engine': config.engine,
-    'server': server_optimizers.server_optimizer_record(config.server),
-    'server_lr_schedule': schedules.schedule_record(config.server_lr_schedule),
+    'server': optimizer_config.server_optimizer_record(config.server),
+    'server_lr_schedule': optimizer_config.schedule_record(config.server_lr_schedule),
     'client': {
-      'optimizer': client_optimizers.client_optimizer_record(client.optimizer),
+      'optimizer': optimizer_config.client_optimizer_record(client.optimizer),
       'epochs': client.epochs,
       'batch_size': client.batch_size,
-      'lr_schedule': schedules.schedule_record(client.lr_schedule),
+      'lr_schedule': optimizer_config.schedule_record(client.lr_schedule),
       'weighting': client.weighting,
       **({'max_epochs': client.max_epochs} if client.max_epochs is not None else {}),
     },
@@ -482,21 +484,21 @@ def upgrade_hparams(stored: dict[str, Any]) -> dict[str, Any]:
   dropped and such a run resumes (given its --experiment_name: default names changed too).
   """
   task = stored.get('task')
-  if not isinstance(task, dict) or task.get('name') not in tasks.TASKS:
+  if not isinstance(task, dict) or task.get('name') not in catalog.TASKS:
     return stored
-  reads = set(tasks.TASKS[task['name']].reads) - {'data_dir'}
+  reads = set(catalog.TASKS[task['name']].reads) - {'data_dir'}
   kept = {k: v for k, v in task.items() if k in ('name', 'seed') or k in reads}
   return dict(stored, task=kept)
 
 
-def task_record(config: tasks.TaskConfig) -> dict[str, Any]:
+def task_record(config: task_config.TaskConfig) -> dict[str, Any]:
   """The task's part of hparams.json: its name, seed and the options it reads (not data_dir)."""
   return {
     'name': config.name,
     'seed': config.seed,
     **{
       field: getattr(config, field)
-      for field in tasks.TASKS[config.name].reads
+      for field in catalog.TASKS[config.name].reads
       if field != 'data_dir'
     },
   }
@@ -543,12 +545,12 @@ _CLIENT_FLAG_FIELDS = {
 
 def ignored_flags(config: ExperimentConfig) -> list[str]:
   """One line per flag given on the command line that the chosen task or parts do not read."""
-  server = server_optimizers.SERVER_OPTIMIZERS[config.server.name].hparams
-  client_entry = client_optimizers.CLIENT_OPTIMIZERS[config.client.optimizer.name]
+  server = optimizer_config.SERVER_OPTIMIZERS[config.server.name].hparams
+  client_entry = optimizer_config.CLIENT_OPTIMIZERS[config.client.optimizer.name]
   client = client_entry.hparams + (('learning_rate',) if client_entry.reads_learning_rate else ())
   lines = []
   for flag in _TASK_FLAGS:
-    if FLAGS[flag].present and flag not in tasks.TASKS[config.task.name].reads:
+    if FLAGS[flag].present and flag not in catalog.TASKS[config.task.name].reads:
       lines.append(f'--{flag} is ignored by task {config.task.name!r}')
   for flag, field in _SERVER_FLAG_FIELDS.items():
     if FLAGS[flag].present and field not in server:
@@ -564,7 +566,7 @@ def ignored_flags(config: ExperimentConfig) -> list[str]:
   return lines
 
 
-# Task flags, each the `tasks.TaskConfig` field of its name; a task reads those of its entry.
+# Task flags, each the `task_config.TaskConfig` field of its name; a task reads those of its entry.
 _TASK_FLAGS = ('data_dir', 'dirichlet_alpha', 'synthetic_alpha', 'synthetic_beta', 'num_clients')
 
 # Flags read by one algorithm only.
@@ -596,12 +598,12 @@ def _nonnegative(name: str) -> float:
 def _fair_hparams_from_flags() -> dict[str, Any]:
   """FedProx's, q-FedAvg's or AdaFedAdam's hyperparameters, for the chosen algorithm."""
   if FLAGS.algorithm == 'fedprox':
-    return {'fedprox': algorithms.FedProxHParams(mu=_nonnegative('fedprox_mu'))}
+    return {'fedprox': algorithm_config.FedProxHParams(mu=_nonnegative('fedprox_mu'))}
   if FLAGS.algorithm == 'qfedavg':
-    return {'qfedavg': algorithms.QFedAvgHParams(q=_nonnegative('qfedavg_q'))}
+    return {'qfedavg': algorithm_config.QFedAvgHParams(q=_nonnegative('qfedavg_q'))}
   if FLAGS.algorithm == 'adafedadam':
     return {
-      'adafedadam': algorithms.AdaFedAdamHParams(
+      'adafedadam': algorithm_config.AdaFedAdamHParams(
         alpha=_nonnegative('fairness_alpha'),
         gradient_examples=FLAGS.adafedadam_gradient_examples,
         weighting=FLAGS.adafedadam_weighting,
@@ -611,7 +613,7 @@ def _fair_hparams_from_flags() -> dict[str, Any]:
   return {}
 
 
-def _fedpa_from_flags(total_rounds: int, epochs: int) -> fedpa_algorithm.FedPAHParams | None:
+def _fedpa_from_flags(total_rounds: int, epochs: int) -> algorithm_config.FedPAHParams | None:
   """FedPA's hyperparameters from the flags (None for other algorithms)."""
   if FLAGS.algorithm != 'fedpa':
     return None
@@ -636,10 +638,10 @@ def _fedpa_from_flags(total_rounds: int, epochs: int) -> fedpa_algorithm.FedPAHP
     )
   form = FLAGS.fedpa_shrinkage_form
   try:
-    fedpa_math.check_shrinkage(FLAGS.fedpa_shrinkage, form)
+    algorithm_config.check_shrinkage(FLAGS.fedpa_shrinkage, form)
   except ValueError as e:
     raise ValueError(f'--fedpa_shrinkage/--fedpa_shrinkage_form: {e}') from None
-  return fedpa_algorithm.FedPAHParams(
+  return algorithm_config.FedPAHParams(
     burnin_rounds=FLAGS.fedpa_burnin_rounds,
     burnin_epochs=burnin_epochs,
     shrinkage=FLAGS.fedpa_shrinkage,
@@ -696,30 +698,37 @@ def _name_the_flag(message: str, field_flags: dict[str, str]) -> str:
 
 
 def experiment_config_from_flags() -> ExperimentConfig:
-  """Validates the flags and builds the run's config (no data or TFF work).
+  """Validates the flags and builds the run's config (no data, TensorFlow or TFF work).
+
+  Every check but --device's (whether TensorFlow sees that device: the trainer's, once it has
+  imported TensorFlow).
 
   Raises:
     ValueError: one line naming the bad flag, its value and the valid choices/range.
   """
-  _choice('task', FLAGS.task, tasks.TASKS)
-  _choice('algorithm', FLAGS.algorithm, algorithms.ALGORITHMS)
-  _choice('engine', FLAGS.engine, engines.ENGINES)
-  _choice('server_optimizer', FLAGS.server_optimizer, server_optimizers.SERVER_OPTIMIZERS)
-  _choice('client_optimizer', FLAGS.client_optimizer, client_optimizers.CLIENT_OPTIMIZERS)
-  _choice('adaptive_variant', FLAGS.adaptive_variant, server_optimizers.VARIANTS)
-  _choice('server_lr_schedule', FLAGS.server_lr_schedule, schedules.SCHEDULES)
-  _choice('client_lr_schedule', FLAGS.client_lr_schedule, schedules.SCHEDULES)
+  _choice('task', FLAGS.task, catalog.TASKS)
+  _choice('algorithm', FLAGS.algorithm, algorithm_config.ALGORITHMS)
+  _choice('engine', FLAGS.engine, engine_config.ENGINES)
+  _choice('server_optimizer', FLAGS.server_optimizer, optimizer_config.SERVER_OPTIMIZERS)
+  _choice('client_optimizer', FLAGS.client_optimizer, optimizer_config.CLIENT_OPTIMIZERS)
+  _choice('adaptive_variant', FLAGS.adaptive_variant, optimizer_config.VARIANTS)
+  _choice('server_lr_schedule', FLAGS.server_lr_schedule, optimizer_config.SCHEDULES)
+  _choice('client_lr_schedule', FLAGS.client_lr_schedule, optimizer_config.SCHEDULES)
   _choice('client_sampler', FLAGS.client_sampler, sampling.SAMPLING_METHODS)
-  _choice('client_weighting', FLAGS.client_weighting, algorithms.CLIENT_WEIGHTINGS)
-  _choice('sps_mode', FLAGS.sps_mode, sps.MODES)
-  _choice('delta_sgd_gradient', FLAGS.delta_sgd_gradient, delta_sgd.GRADIENTS)
-  _choice('delta_sgd_first_step', FLAGS.delta_sgd_first_step, delta_sgd.FIRST_STEPS)
-  _choice('delta_sgd_zero_rule', FLAGS.delta_sgd_zero_rule, delta_sgd.ZERO_RULES)
-  _choice('fedpa_shrinkage_form', FLAGS.fedpa_shrinkage_form, fedpa_math.SHRINKAGE_FORMS)
-  _choice('fedpa_solver', FLAGS.fedpa_solver, fedpa_algorithm.SOLVERS)
-  _choice('adafedadam_weighting', FLAGS.adafedadam_weighting, adafedadam.WEIGHTINGS)
+  _choice('client_weighting', FLAGS.client_weighting, algorithm_config.CLIENT_WEIGHTINGS)
+  _choice('sps_mode', FLAGS.sps_mode, optimizer_config.MODES)
+  _choice('delta_sgd_gradient', FLAGS.delta_sgd_gradient, optimizer_config.GRADIENTS)
+  _choice('delta_sgd_first_step', FLAGS.delta_sgd_first_step, optimizer_config.FIRST_STEPS)
+  _choice('delta_sgd_zero_rule', FLAGS.delta_sgd_zero_rule, optimizer_config.ZERO_RULES)
+  _choice('fedpa_shrinkage_form', FLAGS.fedpa_shrinkage_form, algorithm_config.SHRINKAGE_FORMS)
+  _choice('fedpa_solver', FLAGS.fedpa_solver, algorithm_config.SOLVERS)
   _choice(
-    'adafedadam_certainty_floor', FLAGS.adafedadam_certainty_floor, adafedadam.CERTAINTY_FLOORS
+    'adafedadam_weighting', FLAGS.adafedadam_weighting, algorithm_config.ADAFEDADAM_WEIGHTINGS
+  )
+  _choice(
+    'adafedadam_certainty_floor',
+    FLAGS.adafedadam_certainty_floor,
+    optimizer_config.CERTAINTY_FLOORS,
   )
   for name in FLAGS:
     flag = FLAGS[name]
@@ -782,7 +791,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
     raise ValueError(
       f'--sps_eta_max caps --sps_mode=constant only, got --sps_mode={FLAGS.sps_mode}'
     )
-  client_entry = client_optimizers.CLIENT_OPTIMIZERS[FLAGS.client_optimizer]
+  client_entry = optimizer_config.CLIENT_OPTIMIZERS[FLAGS.client_optimizer]
   if not client_entry.reads_learning_rate and FLAGS.client_lr_schedule != 'constant':
     raise ValueError(
       f'--client_lr_schedule={FLAGS.client_lr_schedule}: client optimizer '
@@ -803,7 +812,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
     raise ValueError('--device and --xla need --engine=inprocess')
   workers = ()
   if FLAGS.workers is not None:
-    workers = runtime.parse_worker_addresses(FLAGS.workers)
+    workers = addresses.parse_worker_addresses(FLAGS.workers)
   if FLAGS.local_workers is not None and not 1 <= FLAGS.local_workers <= _MAX_LOCAL_WORKERS:
     raise ValueError(
       f'--local_workers must be an integer in [1, {_MAX_LOCAL_WORKERS}], got {FLAGS.local_workers}'
@@ -815,11 +824,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       f"--workers and --local_workers need --engine=tff (TFF's runtime), got "
       f'--engine={FLAGS.engine}'
     )
-  try:
-    inprocess.check_device(FLAGS.device)
-  except ValueError as e:
-    raise ValueError(f'--device: {e}') from None
-  defaults = tasks.TASKS[FLAGS.task].defaults
+  defaults = catalog.TASKS[FLAGS.task].defaults
   total_rounds = _or(FLAGS.total_rounds, defaults.total_rounds)
   server_name = FLAGS.server_optimizer
   if FLAGS.algorithm == 'adafedadam':
@@ -831,18 +836,18 @@ def experiment_config_from_flags() -> ExperimentConfig:
         f'--server_optimizer: adaadam (got {server_name!r})'
       )
   try:
-    server = server_optimizers.ServerOptimizerConfig(
+    server = optimizer_config.ServerOptimizerConfig(
       name=server_name,
       learning_rate=_or(
         FLAGS.server_learning_rate,
         defaults.server_learning_rate.get(
-          server_name, server_optimizers.SERVER_OPTIMIZERS[server_name].default_learning_rate
+          server_name, optimizer_config.SERVER_OPTIMIZERS[server_name].default_learning_rate
         ),
       ),
       momentum=FLAGS.server_momentum,
       tau=_or(
         FLAGS.tau,
-        defaults.tau.get(server_name, server_optimizers.SERVER_OPTIMIZERS[server_name].default_tau),
+        defaults.tau.get(server_name, optimizer_config.SERVER_OPTIMIZERS[server_name].default_tau),
       ),
       beta_1=FLAGS.server_beta_1,
       beta_2=FLAGS.server_beta_2,
@@ -850,12 +855,12 @@ def experiment_config_from_flags() -> ExperimentConfig:
       variant=FLAGS.adaptive_variant,
       certainty_lr_from_step=FLAGS.adaadam_certainty_lr_from_step,
     )
-    server_optimizers.build_server_optimizer(server)  # validates the hyperparameters
+    optimizer_config.check_server_optimizer(server)  # the builder's checks, without building
   except ValueError as e:
     raise ValueError(_name_the_flag(str(e), _SERVER_FIELD_FLAGS)) from None
   try:
-    client = algorithms.ClientTrainingConfig(
-      optimizer=client_optimizers.ClientOptimizerConfig(
+    client = algorithm_config.ClientTrainingConfig(
+      optimizer=optimizer_config.ClientOptimizerConfig(
         name=FLAGS.client_optimizer,
         learning_rate=_or(
           FLAGS.client_learning_rate,
@@ -865,8 +870,10 @@ def experiment_config_from_flags() -> ExperimentConfig:
         beta_1=FLAGS.client_beta_1,
         beta_2=FLAGS.client_beta_2,
         epsilon=FLAGS.client_epsilon,
-        sps=sps.SPSHParams(c=FLAGS.sps_c, mode=FLAGS.sps_mode, eta_max=FLAGS.sps_eta_max),
-        delta_sgd=delta_sgd.DeltaSGDHParams(
+        sps=optimizer_config.SPSHParams(
+          c=FLAGS.sps_c, mode=FLAGS.sps_mode, eta_max=FLAGS.sps_eta_max
+        ),
+        delta_sgd=optimizer_config.DeltaSGDHParams(
           eta_0=FLAGS.delta_sgd_eta0,
           theta_0=FLAGS.delta_sgd_theta0,
           gamma=FLAGS.delta_sgd_gamma,
@@ -879,7 +886,9 @@ def experiment_config_from_flags() -> ExperimentConfig:
       ),
       epochs=FLAGS.client_epochs_per_round,
       batch_size=_or(FLAGS.client_batch_size, defaults.client_batch_size),
-      lr_schedule=schedules.ScheduleConfig(FLAGS.client_lr_schedule, total_rounds=total_rounds),
+      lr_schedule=optimizer_config.ScheduleConfig(
+        FLAGS.client_lr_schedule, total_rounds=total_rounds
+      ),
       weighting=FLAGS.client_weighting,
       max_epochs=FLAGS.client_epochs_max,
     )
@@ -887,10 +896,13 @@ def experiment_config_from_flags() -> ExperimentConfig:
     raise ValueError(_name_the_flag(str(e), _CLIENT_FIELD_FLAGS)) from None
   fedpa_hparams = _fedpa_from_flags(total_rounds, FLAGS.client_epochs_per_round)
   fair_hparams = _fair_hparams_from_flags()
-  if FLAGS.algorithm == 'fednova' and FLAGS.client_optimizer not in fednova.CLIENT_OPTIMIZERS:
+  if (
+    FLAGS.algorithm == 'fednova'
+    and FLAGS.client_optimizer not in algorithm_config.FEDNOVA_CLIENT_OPTIMIZERS
+  ):
     raise ValueError(
       f'--client_optimizer={FLAGS.client_optimizer} cannot run under --algorithm=fednova: its '
-      f'normalisation is defined for {", ".join(fednova.CLIENT_OPTIMIZERS)}'
+      f'normalisation is defined for {", ".join(algorithm_config.FEDNOVA_CLIENT_OPTIMIZERS)}'
     )
   if FLAGS.algorithm == 'qfedavg' and not client_entry.reads_learning_rate:
     raise ValueError(
@@ -898,17 +910,17 @@ def experiment_config_from_flags() -> ExperimentConfig:
       'estimates L = 1 / eta_l from the client learning rate (valid: sgd, sgdm, adam, adagrad)'
     )
   return ExperimentConfig(
-    task=tasks.TaskConfig(
+    task=task_config.TaskConfig(
       name=FLAGS.task,
       seed=FLAGS.seed,
       # Only the options the task reads: the others keep TaskConfig's defaults (and are warned
       # about by `ignored_flags` when given).
-      **{field: FLAGS[field].value for field in tasks.TASKS[FLAGS.task].reads},
+      **{field: FLAGS[field].value for field in catalog.TASKS[FLAGS.task].reads},
     ),
     algorithm=FLAGS.algorithm,
     engine=FLAGS.engine,
     server=server,
-    server_lr_schedule=schedules.ScheduleConfig(
+    server_lr_schedule=optimizer_config.ScheduleConfig(
       FLAGS.server_lr_schedule, total_rounds=total_rounds
     ),
     client=client,

@@ -4,6 +4,9 @@ A task's client data is a `Mapping[client_id, OrderedDict[feature, np.ndarray]]`
 preprocessed examples (leading dimension = examples). In-memory tasks use a dict; a task over a
 large SQLite file can supply a lazy Mapping that loads a client on access, so a round costs
 O(clients per round).
+
+`TaskConfig` and `TaskDefaults` are defined without TensorFlow in `tasks.config` and re-exported
+here.
 """
 
 import collections
@@ -19,51 +22,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive.datasets import ClientArrays  # feature name -> np.ndarray [examples, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskDefaults:
-  """The paper's per-task settings, used when the matching flag is not given.
-
-  server_learning_rate optionally maps a server optimizer name to this task's default eta;
-  optimizers absent use their registry default (`SERVER_OPTIMIZERS[name].default_learning_rate`).
-  client_learning_rates optionally maps a server optimizer name to the client learning rate
-  published with it (Reddi et al. Table 8); optimizers absent use client_learning_rate.
-  tau optionally maps an adaptive server optimizer name to its published tau (Table 9);
-  optimizers absent use the --tau flag's default.
-  """
-
-  clients_per_round: int = 10
-  client_batch_size: int = 20
-  total_rounds: int = 100
-  client_learning_rate: float = 0.1
-  server_learning_rate: Mapping[str, float] = dataclasses.field(default_factory=dict)
-  client_learning_rates: Mapping[str, float] = dataclasses.field(default_factory=dict)
-  tau: Mapping[str, float] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskConfig:
-  """Options every task builder receives.
-
-  Attributes:
-    name: registry key.
-    data_dir: where the task's files are; None for the task's default location.
-    seed: seed of any partitioning or generation.
-    dirichlet_alpha: label-skew concentration for Dirichlet-partitioned tasks.
-    synthetic_alpha, synthetic_beta: LEAF Synthetic(alpha, beta).
-    num_clients: population size for generated/partitioned tasks (None: task default).
-    examples_per_client: examples per client for partitioned tasks (None: task default).
-  """
-
-  name: str
-  data_dir: str | None = None
-  seed: int = 0
-  dirichlet_alpha: float = 0.1
-  synthetic_alpha: float = 1.0
-  synthetic_beta: float = 1.0
-  num_clients: int | None = None
-  examples_per_client: int | None = None
+from tff_adaptive.tasks.config import TaskConfig  # noqa: F401  (re-exported)
+from tff_adaptive.tasks.config import TaskDefaults
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,23 +25,22 @@ Defaults: 10 clients/round, batch 20, 4000 rounds; CIFAR-100 learning rates and 
 """
 
 import collections
-import os
 
 import numpy as np
 import tensorflow as tf
 
 from tff_adaptive import datasets
 from tff_adaptive.tasks import base
-from tff_adaptive.tasks import published
+from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import reddi_models
 
-DEFAULT_TFF_DATA_DIR = os.path.join(os.path.expanduser('~'), '.tff')
-DEFAULT_TFDS_DATA_DIR = os.path.join(os.path.expanduser('~'), 'tensorflow_datasets')
+DEFAULT_TFF_DATA_DIR = catalog.TFF_DATA_DIR
+DEFAULT_TFDS_DATA_DIR = catalog.TFDS_DATA_DIR
 CIFAR10_CLIENTS = 500
 CIFAR10_EXAMPLES_PER_CLIENT = 100
 
-CIFAR10_DEFAULTS = published.task_defaults('cifar10')
-CIFAR100_DEFAULTS = published.task_defaults('cifar100')
+CIFAR10_DEFAULTS = catalog.TASKS['cifar10'].defaults  # Reddi et al.'s (`tasks.published`)
+CIFAR100_DEFAULTS = catalog.TASKS['cifar100'].defaults
 
 
 def _arrays(images: np.ndarray, labels: np.ndarray) -> base.ClientArrays:

@@ -22,22 +22,21 @@ test examples (``client_test``, views into the pooled arrays: the split is read 
 """
 
 import collections
-import os
 
 import numpy as np
 import tensorflow as tf
 
 from tff_adaptive import datasets
 from tff_adaptive.tasks import base
+from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import models
-from tff_adaptive.tasks import published
 from tff_adaptive.tasks import reddi_models
 
-DEFAULT_DATA_DIR = os.path.join(os.path.expanduser('~'), '.tff')
+DEFAULT_DATA_DIR = catalog.TFF_DATA_DIR
 NUM_CLASSES = 62
 
-CR_DEFAULTS = published.task_defaults('emnist_cr')
-AE_DEFAULTS = published.task_defaults('emnist_ae')
+CR_DEFAULTS = catalog.TASKS['emnist_cr'].defaults  # Reddi et al.'s (`tasks.published`)
+AE_DEFAULTS = catalog.TASKS['emnist_ae'].defaults
 
 
 def cr_arrays(raw: collections.OrderedDict) -> base.ClientArrays:

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from tff_adaptive import datasets
 from tff_adaptive.tasks import base
+from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import models
 
 NUM_CLIENTS = 100
@@ -28,9 +29,7 @@ def _to_model_input(images: np.ndarray, labels: np.ndarray) -> base.ClientArrays
   )
 
 
-DEFAULTS = base.TaskDefaults(
-  clients_per_round=10, client_batch_size=64, total_rounds=1000, client_learning_rate=0.05
-)
+DEFAULTS = catalog.TASKS['fmnist'].defaults  # batch 64, 10 clients per round, 1000 rounds
 
 
 def build_fmnist_task(config: base.TaskConfig) -> base.Task:

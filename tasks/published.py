@@ -18,7 +18,7 @@ Optimizer keys are the trainer's: sgd (FedAvg), sgdm (FedAvgM), adagrad, adam, y
 
 from collections.abc import Mapping
 
-from tff_adaptive.tasks import base
+from tff_adaptive.tasks import config
 
 OPTIMIZERS = ('adagrad', 'adam', 'yogi', 'sgdm', 'sgd')
 ADAPTIVE = ('adagrad', 'adam', 'yogi')
@@ -98,7 +98,7 @@ def tuned(task: str, optimizer: str) -> dict[str, float]:
   return values
 
 
-def task_defaults(task: str) -> base.TaskDefaults:
+def task_defaults(task: str) -> config.TaskDefaults:
   """TaskDefaults with the published loop settings and per-optimizer learning rates and tau.
 
   `client_learning_rate` is the value most optimizers share (every optimizer's own value is
@@ -108,7 +108,7 @@ def task_defaults(task: str) -> base.TaskDefaults:
   lr_task = 'cifar100' if task == 'cifar10' else task
   client = LOG10_CLIENT_LR[lr_task]
   common = max(set(client.values()), key=list(client.values()).count)
-  return base.TaskDefaults(
+  return config.TaskDefaults(
     clients_per_round=clients,
     client_batch_size=batch,
     total_rounds=rounds,

@@ -26,18 +26,17 @@ paper's Algorithm 1 (n_i).
 """
 
 import collections
-import os
 
 import numpy as np
 import tensorflow as tf
 
 from tff_adaptive import datasets
 from tff_adaptive.tasks import base
+from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import metrics
-from tff_adaptive.tasks import published
 from tff_adaptive.tasks import reddi_models
 
-DEFAULT_DATA_DIR = os.path.join(os.path.expanduser('~'), '.tff')
+DEFAULT_DATA_DIR = catalog.TFF_DATA_DIR
 CHAR_VOCAB = (
   'dhlptx@DHLPTX $(,048cgkoswCGKOSW[_#\'/37;?bfjnrvzBFJNRVZ"&*.26:\naeimquyAEIMQUY]!%)-159\r'
 )
@@ -45,7 +44,7 @@ PAD, OOV, BOS, EOS = 0, len(CHAR_VOCAB) + 1, len(CHAR_VOCAB) + 2, len(CHAR_VOCAB
 VOCAB_SIZE = len(CHAR_VOCAB) + 4  # 90
 SEQUENCE_LENGTH = 80
 
-DEFAULTS = published.task_defaults('shakespeare')
+DEFAULTS = catalog.TASKS['shakespeare'].defaults  # Reddi et al.'s (`tasks.published`)
 
 _BYTE_TO_ID = np.full(256, OOV, np.int32)
 _BYTE_TO_ID[np.frombuffer(CHAR_VOCAB.encode('ascii'), np.uint8)] = np.arange(

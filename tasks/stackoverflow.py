@@ -40,7 +40,6 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 import functools
-import os
 import pathlib
 import sqlite3
 
@@ -49,11 +48,11 @@ import tensorflow as tf
 
 from tff_adaptive import datasets
 from tff_adaptive.tasks import base
+from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import metrics
-from tff_adaptive.tasks import published
 from tff_adaptive.tasks import reddi_models
 
-DEFAULT_DATA_DIR = os.path.join(os.path.expanduser('~'), '.tff')
+DEFAULT_DATA_DIR = catalog.TFF_DATA_DIR
 VOCAB_SIZE = 10_000
 NUM_TAGS = 500
 SEQUENCE_LENGTH = 20
@@ -62,8 +61,8 @@ NUM_VALIDATION_EXAMPLES = 10_000
 FINAL_TEST_CHUNK = 10_000
 PAD, OOV, BOS, EOS = 0, VOCAB_SIZE + 1, VOCAB_SIZE + 2, VOCAB_SIZE + 3
 
-NWP_DEFAULTS = published.task_defaults('so_nwp')
-LR_DEFAULTS = published.task_defaults('so_lr')
+NWP_DEFAULTS = catalog.TASKS['so_nwp'].defaults  # Reddi et al.'s (`tasks.published`)
+LR_DEFAULTS = catalog.TASKS['so_lr'].defaults
 
 
 def _index(words: Sequence[str]) -> dict[bytes, int]:

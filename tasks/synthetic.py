@@ -13,13 +13,12 @@ import tensorflow as tf
 
 from tff_adaptive import datasets
 from tff_adaptive.tasks import base
+from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import models
 
 LOCAL_TEST_FRACTION = 0.2
 
-DEFAULTS = base.TaskDefaults(
-  clients_per_round=10, client_batch_size=10, total_rounds=1000, client_learning_rate=0.01
-)
+DEFAULTS = catalog.TASKS['synthetic'].defaults  # lr 0.01, batch 10, 1000 rounds
 
 
 def build_synthetic_task(config: base.TaskConfig) -> base.Task:

@@ -2,10 +2,13 @@
 
 Each pytest process starts one `run.preload.Preloaded` server on first use; every trainer run of
 the tests is a child of it, a process of its own (pid, exit status, signals, stdio, worker_binary
-children), without the ~10 CPU-s of importing TensorFlow and TFF per run. TEST_PRELOAD=0 runs
-every trainer as `sys.executable -m run.federated_trainer` instead. The tests that check what a
-fresh `python -m` process does at start (TF's import-time logging, the cost of a bad flag with
-the imports) start real processes themselves (`real=True`).
+children), without the ~10 CPU-s of importing TensorFlow and TFF per run: the server imports
+`run.federated_trainer` as a module, and that import loads TensorFlow, TFF and the library
+(`federated_trainer.import_training_modules`; run as `python -m`, the trainer imports them only
+once its flags are checked). TEST_PRELOAD=0 runs every trainer as `sys.executable -m
+run.federated_trainer` instead. The tests that check what a fresh `python -m` process does at
+start (TF's import-time logging, what a bad flag costs) start real processes themselves
+(`real=True`).
 """
 
 import atexit

@@ -22,7 +22,16 @@ LearningProcess or as one compiled round in process), `runtime` (where TFF compu
 Importing the package quiets TensorFlow's C++ logging if TensorFlow is not loaded yet
 (`_quiet_tensorflow`; import it first, or set TF_CPP_MIN_LOG_LEVEL=2 yourself), and registers the
 exit hook of `runtime` that stops TFF's workers and drops its import-time context cleanly.
+
+The subpackages import TensorFlow on first use (`registry.lazy_exports`), so the package, its
+registries and configs load without it. First use may come inside an absl `app.run` main, where
+TF 2.14's import would create its eager context in graph mode (absl runs the callback TF
+registers with `app.call_after_init` at once, before TF turns its 2.x behaviour on), and Keras
+then fails to build a model. The package therefore sets TF2_BEHAVIOR=1, which `import
+tensorflow` sets itself, before TensorFlow loads.
 """
+
+import os
 
 from tff_adaptive import _quiet_tensorflow
 from tff_adaptive import _source_layout
@@ -42,5 +51,6 @@ __all__ = [
   'tasks',
 ]
 
+os.environ['TF2_BEHAVIOR'] = '1'  # see the docstring
 _quiet_tensorflow.install()
 _source_layout.install(__path__[0])

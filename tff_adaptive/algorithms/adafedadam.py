@@ -52,10 +52,12 @@ Paper vs the authors' public code, each code behaviour an option (defaults: the 
 - `certainty_floor='none'`.
 Not offered: their persistent client momentum with weight decay (a client state across rounds);
 a momentum client optimizer restarted each round (`--client_optimizer=sgdm`) is.
+
+`AdaFedAdamHParams`, `WEIGHTINGS` and `CERTAINTY_FLOORS` are defined without TensorFlow in
+`algorithms.config` / `optimizers.config` and re-exported here.
 """
 
 import collections
-import dataclasses
 from typing import Any
 
 import tensorflow as tf
@@ -63,43 +65,14 @@ import tensorflow_federated as tff
 
 from tff_adaptive import aggregators
 from tff_adaptive.algorithms import base
+from tff_adaptive.algorithms.config import ADAFEDADAM_WEIGHTINGS as WEIGHTINGS  # noqa: F401
+from tff_adaptive.algorithms.config import AdaFedAdamHParams
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
-from tff_adaptive.core import validation
 from tff_adaptive.optimizers import adaadam
+from tff_adaptive.optimizers.config import CERTAINTY_FLOORS  # noqa: F401  (re-exported)
 
-WEIGHTINGS = ('paper', 'loss')
-CERTAINTY_FLOORS = adaadam.CERTAINTY_FLOORS
 AUTHORS_GRADIENT_EXAMPLES = 512
-
-
-@dataclasses.dataclass(frozen=True)
-class AdaFedAdamHParams:
-  """AdaFedAdam's hyperparameters besides the server optimizer's.
-
-  Attributes:
-    alpha: fairness exponent >= 0 (1 in the paper's tables; 0: p-weighted).
-    gradient_examples: F_k and grad F_k over at most this many examples (None: all; the
-      authors' code: 512).
-    weighting: 'paper' (p_k I_k^alpha) or 'loss' (p_k F_k(x_t)^alpha, the authors' code).
-    certainty_floor: 'zero' (C <= 0 applied as 0) or 'none' (as the authors' code).
-  """
-
-  alpha: float = 1.0
-  gradient_examples: int | None = None
-  weighting: str = 'paper'
-  certainty_floor: str = 'zero'
-
-  def __post_init__(self):
-    validation.check_nonnegative('fairness alpha', self.alpha)
-    if self.gradient_examples is not None:
-      validation.check_int('AdaFedAdam gradient_examples', self.gradient_examples, 1)
-    for name, value, valid in (
-      ('weighting', self.weighting, WEIGHTINGS),
-      ('certainty_floor', self.certainty_floor, CERTAINTY_FLOORS),
-    ):
-      if value not in valid:
-        raise ValueError(f'unknown AdaFedAdam {name} {value!r}; valid choices: {", ".join(valid)}')
 
 
 def normalized_update(update: Any, grad_norm: tf.Tensor, update_norm: tf.Tensor) -> Any:

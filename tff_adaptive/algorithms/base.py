@@ -21,12 +21,14 @@ function in this process (CPU or GPU). Round t, model x_t, sampled clients S:
 Stateful algorithms (`stateful_clients = True`) receive each client's stored state, or
 `initial_client_state(broadcast)` for a client sampled for the first time, and return the new
 state, which the training loop stores by client id (`tff_adaptive.loop.client_states`).
+
+`ClientTrainingConfig` and the client weightings are defined without TensorFlow in
+`algorithms.config` and re-exported here.
 """
 
 import abc
 import collections
 from collections.abc import Callable
-import dataclasses
 import functools
 from typing import Any
 from typing import NamedTuple
@@ -35,6 +37,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive import aggregators
+from tff_adaptive.algorithms.config import CLIENT_WEIGHTINGS  # noqa: F401  (re-exported)
+from tff_adaptive.algorithms.config import EXAMPLE_WEIGHTING  # noqa: F401  (re-exported)
+from tff_adaptive.algorithms.config import UNIFORM_WEIGHTING
+from tff_adaptive.algorithms.config import ClientTrainingConfig
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import seeds
 from tff_adaptive.core import tree
@@ -43,9 +49,6 @@ from tff_adaptive.optimizers import client as client_optimizers
 from tff_adaptive.optimizers import schedules
 
 ModelFn = Callable[[], tff.learning.models.VariableModel]
-EXAMPLE_WEIGHTING = 'example'
-UNIFORM_WEIGHTING = 'uniform'
-CLIENT_WEIGHTINGS = (EXAMPLE_WEIGHTING, UNIFORM_WEIGHTING)
 
 
 class ClientOutput(NamedTuple):
@@ -66,48 +69,6 @@ class ClientOutput(NamedTuple):
   stats: collections.OrderedDict
   extras: Any = ()
   state: Any = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class ClientTrainingConfig:
-  """Local training shared by every algorithm.
-
-  Attributes:
-    optimizer: the client optimizer and its learning rate eta_l.
-    epochs: E, local epochs per round, >= 1.
-    batch_size: B, >= 1.
-    lr_schedule: eta_l(t) over rounds t = 0, 1, ... (Reddi et al. App. E.6; Kim et al. Sec. 4).
-    weighting: the aggregation weight w_i of client i: 'example' (n_i, its number of training
-      examples: FedAvg of McMahan et al., Reddi et al.) or 'uniform' (1: the plain average of
-      Kim et al. 2024 Algorithm 1 line 13).
-    max_epochs: resource heterogeneity (Ju et al. Table 1): when set, client i's local epochs
-      in round t are drawn uniformly from {epochs, ..., max_epochs}, a pure function of its
-      seed, i.e. of (seed, t, i); None: every client runs `epochs`.
-  """
-
-  optimizer: client_optimizers.ClientOptimizerConfig = client_optimizers.ClientOptimizerConfig()
-  epochs: int = 1
-  batch_size: int = 20
-  lr_schedule: schedules.ScheduleConfig = schedules.ScheduleConfig()
-  weighting: str = EXAMPLE_WEIGHTING
-  max_epochs: int | None = None
-
-  def __post_init__(self):
-    validation.check_int('client epochs', self.epochs, 1)
-    if self.max_epochs is not None:
-      validation.check_int('client max_epochs', self.max_epochs, self.epochs)
-    validation.check_int('client batch_size', self.batch_size, 1)
-    if self.weighting not in CLIENT_WEIGHTINGS:
-      raise ValueError(
-        f'unknown client weighting {self.weighting!r}; valid choices: '
-        f'{", ".join(CLIENT_WEIGHTINGS)}'
-      )
-    entry = client_optimizers.CLIENT_OPTIMIZERS[self.optimizer.name]
-    if not entry.reads_learning_rate and self.lr_schedule.name != 'constant':
-      raise ValueError(
-        f'client optimizer {self.optimizer.name!r} sets its own step sizes, so the client '
-        f'lr schedule must be constant, got {self.lr_schedule.name!r}'
-      )
 
 
 class Algorithm(abc.ABC):

@@ -13,6 +13,9 @@ the steps' coefficients; the normalised update is d_i = (x_t - x_i) / ||a_i||_1 
 SGDM: gradient s (0-based) enters v_s, v_{s+1}, ... with weights 1, rho, rho^2, ..., so its
 total coefficient is sum_{j=0}^{tau-1-s} rho^j = (1 - rho^(tau-s)) / (1 - rho), and summing
 over s: ||a||_1 = [tau - rho (1 - rho^tau) / (1 - rho)] / (1 - rho).
+
+`CLIENT_OPTIMIZERS` is defined without TensorFlow in `algorithms.config`
+(`FEDNOVA_CLIENT_OPTIMIZERS`) and re-exported here.
 """
 
 import collections
@@ -23,9 +26,8 @@ import tensorflow_federated as tff
 
 from tff_adaptive import aggregators
 from tff_adaptive.algorithms import base
+from tff_adaptive.algorithms.config import FEDNOVA_CLIENT_OPTIMIZERS as CLIENT_OPTIMIZERS
 from tff_adaptive.core import tree
-
-CLIENT_OPTIMIZERS = ('sgd', 'sgdm')
 
 
 def local_steps_norm(tau: tf.Tensor, momentum: float) -> tf.Tensor:

@@ -8,9 +8,11 @@ changes is the client delta. FedAvg's x_t - x_K estimates the global posterior m
 local posterior covariance were I, which biases it under heterogeneity; FedPA's clients return
 Sigma_hat^-1 (x_t - mu_hat), mu_hat and Sigma_hat estimated from approximate samples of their
 local posterior, which makes the server's fixed point the global posterior mode (Prop. 2).
+
+`FedPAHParams` and the `SOLVERS` are defined without TensorFlow in `algorithms.config` and
+re-exported here.
 """
 
-import dataclasses
 from typing import Any
 
 import tensorflow as tf
@@ -18,50 +20,14 @@ import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base
 from tff_adaptive.algorithms import fedpa_math
+from tff_adaptive.algorithms.config import DP
+from tff_adaptive.algorithms.config import EXACT  # noqa: F401  (re-exported)
+from tff_adaptive.algorithms.config import SOLVERS  # noqa: F401  (re-exported)
+from tff_adaptive.algorithms.config import FedPAHParams
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
-from tff_adaptive.core import validation
 
-DP = 'dp'
-EXACT = 'exact'
-SOLVERS = (DP, EXACT)
 EXACT_MAX_DIM = 20_000  # d x d float32 = 1.6 GB
-
-
-@dataclasses.dataclass(frozen=True)
-class FedPAHParams:
-  """FedPA's hyperparameters (the paper's Table 6 names).
-
-  Attributes:
-    burnin_rounds: rounds whose clients return FedAvg deltas x_t - x_K before FedPA's (the
-      paper's "burn-in phase", Sec. 5; Table 6: 100 EMNIST, 400 CIFAR-100, 800 StackOverflow).
-    burnin_epochs: local epochs of IASG burn-in in every FedPA round; each later epoch gives
-      one sample, the average of that epoch's iterates, so l = E - burnin_epochs (>= 1). 1 is
-      the authors' code (its first pass over the data is never a sample).
-    shrinkage: rho of the shrinkage covariance, in `shrinkage_form`.
-    shrinkage_form: 'paper' (rho >= 0, rho_l = 1 / (1 + (l - 1) rho): the paper's Table 6 and
-      the authors' code) or 'convex' (Sigma = rho I + (1 - rho) S, rho in (0, 1]); see
-      `fedpa_math`.
-    solver: 'dp' (App. C, O(l^2 d) time, O(l d) memory) or 'exact' (forms Sigma_hat and solves:
-      O(d^2) memory, O(d^3) time; for checks and the overhead benchmark on small models).
-  """
-
-  burnin_rounds: int = 0
-  burnin_epochs: int = 1
-  shrinkage: float = 0.01
-  shrinkage_form: str = fedpa_math.PAPER
-  solver: str = DP
-
-  def __post_init__(self):
-    validation.check_int('fedpa burnin_rounds', self.burnin_rounds, 0)
-    validation.check_int('fedpa burnin_epochs', self.burnin_epochs, 0)
-    fedpa_math.check_shrinkage(self.shrinkage, self.shrinkage_form)
-    if self.solver not in SOLVERS:
-      raise ValueError(f'unknown FedPA solver {self.solver!r}; valid choices: {", ".join(SOLVERS)}')
-
-  def num_samples(self, epochs: int) -> int:
-    """l = E - burnin_epochs."""
-    return epochs - self.burnin_epochs
 
 
 class _Samples:

@@ -35,33 +35,22 @@ covariance can be estimated and both give Sigma = I (the paper's rho_1 = 1): Del
 
 Vectors are nests (tuples) of tensors shaped like a model's trainable weights; inner products
 sum over all of them, so the flattened d-vector never needs to be built.
+
+`SHRINKAGE_FORMS` and `check_shrinkage` are defined without TensorFlow in `algorithms.config`
+and re-exported here.
 """
 
-import math
 from typing import Any
 from typing import NamedTuple
 
 import tensorflow as tf
 
-PAPER = 'paper'
-CONVEX = 'convex'
-SHRINKAGE_FORMS = (PAPER, CONVEX)
+from tff_adaptive.algorithms.config import CONVEX  # noqa: F401  (re-exported)
+from tff_adaptive.algorithms.config import PAPER
+from tff_adaptive.algorithms.config import SHRINKAGE_FORMS  # noqa: F401  (re-exported)
+from tff_adaptive.algorithms.config import check_shrinkage
 
 Weights = tuple[tf.Tensor, ...]
-
-
-def check_shrinkage(shrinkage: float, form: str) -> None:
-  """ValueError unless `shrinkage` is valid for `form` ('paper': >= 0; 'convex': (0, 1])."""
-  if form not in SHRINKAGE_FORMS:
-    raise ValueError(
-      f'unknown FedPA shrinkage form {form!r}; valid choices: {", ".join(SHRINKAGE_FORMS)}'
-    )
-  if not math.isfinite(shrinkage):
-    raise ValueError(f'FedPA shrinkage must be finite, got {shrinkage}')
-  if form == PAPER and not shrinkage >= 0:
-    raise ValueError(f'FedPA shrinkage rho must be >= 0 (form paper), got {shrinkage}')
-  if form == CONVEX and not 0 < shrinkage <= 1:
-    raise ValueError(f'FedPA shrinkage must be in (0, 1] (form convex), got {shrinkage}')
 
 
 def paper_rho(shrinkage: float, num_samples: int, form: str = PAPER) -> float:

@@ -9,17 +9,18 @@ broadcast model. TFF 0.87's `tff.learning.algorithms.build_weighted_fed_prox` ad
 mu (x_t - x) instead (`proximal_client_work`: `delta_l2_regularizer * (y - x)` with y the
 initial weights), which pushes the iterate away; tests/test_fair_algorithms.py shows the
 difference on a quadratic whose K-step result has a closed form.
+
+`FedProxHParams` is defined without TensorFlow in `algorithms.config` and re-exported here.
 """
 
-import dataclasses
 from typing import Any
 
 import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base
 from tff_adaptive.algorithms import fedopt
+from tff_adaptive.algorithms.config import FedProxHParams
 from tff_adaptive.core import tree
-from tff_adaptive.core import validation
 
 MU_GRID = (0.001, 0.005, 0.01, 0.1, 1.0)  # Ju et al. App. C.1
 
@@ -27,16 +28,6 @@ MU_GRID = (0.001, 0.005, 0.01, 0.1, 1.0)  # Ju et al. App. C.1
 def proximal_gradient(gradient: Any, x: Any, x_t: Any, mu: float) -> Any:
   """grad f(x) + mu (x - x_t): the gradient of f(x) + mu/2 ||x - x_t||^2."""
   return tree.add_scaled(gradient, tree.sub(x, x_t), mu)
-
-
-@dataclasses.dataclass(frozen=True)
-class FedProxHParams:
-  """mu >= 0 (0: FedAvg)."""
-
-  mu: float = 0.01
-
-  def __post_init__(self):
-    validation.check_nonnegative('FedProx mu', self.mu)
 
 
 class _FedProx(fedopt._FedOpt):  # pylint: disable=protected-access

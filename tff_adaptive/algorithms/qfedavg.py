@@ -14,31 +14,22 @@ paper's). F_k gets + 1e-10 before its powers, as in the authors' code (`np.float
 1e-10, q)`), so F_k = 0 is harmless; with q = 0 the first term of h_k is 0 (no 0 * inf), h_k
 = L, v_k = x_t - x_k: FedAvg with uniform weights. The weights are h_k: the client weighting
 flag is not read (q-FFL's p_k enters through sampling).
+
+`QFedAvgHParams` is defined without TensorFlow in `algorithms.config` and re-exported here.
 """
 
-import dataclasses
 from typing import Any
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base
+from tff_adaptive.algorithms.config import QFedAvgHParams
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
-from tff_adaptive.core import validation
 from tff_adaptive.optimizers import client as client_optimizers
 
 LOSS_EPSILON = 1e-10
-
-
-@dataclasses.dataclass(frozen=True)
-class QFedAvgHParams:
-  """q >= 0 (0: FedAvg with uniform weights)."""
-
-  q: float = 1.0
-
-  def __post_init__(self):
-    validation.check_nonnegative('q-FedAvg q', self.q)
 
 
 def qffl_weight(loss: tf.Tensor, delta_norm_sq: tf.Tensor, lipschitz: tf.Tensor, q: float):

@@ -12,13 +12,15 @@ distribution (k distinct clients, uniformly) in O(k): NumPy's `Generator.choice(
 replace=False)` uses Floyd's algorithm when k <= N / 50 or N <= 10,000, seeded by
 `np.random.default_rng([seed, round_num])`, so it is also a pure function of (seed, round_num),
 but a different sequence from the published one.
+
+TFF is imported by the 'tff' sampler only, when it is built: the trainer reads
+`SAMPLING_METHODS` to check --client_sampler before it imports TensorFlow and TFF.
 """
 
 from collections.abc import Callable
 from collections.abc import Sequence
 
 import numpy as np
-import tensorflow_federated as tff
 
 SAMPLING_METHODS = ('tff', 'fast')
 
@@ -60,6 +62,8 @@ def build_client_sampler(
   # TFF's sampler draws RandomState.choice(a, k, replace=False) = a[permutation(len(a))[:k]]:
   # the drawn positions depend only on len(a). Sampling positions from an int array and
   # mapping them to ids gives the same clients without converting the id list every round.
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top  (see the docstring)
+
   ids = list(client_ids)
   sample_fn = tff.simulation.build_uniform_sampling_fn(
     np.arange(population), replace=False, random_seed=seed

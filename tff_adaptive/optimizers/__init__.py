@@ -7,35 +7,14 @@
 * `adaadam`: AdaAdam of AdaFedAdam (Ju et al.), Adam adapted to the update's certainty;
 * `sps`: the stochastic Polyak step size (Loizou et al. 2021), a local-step hook;
 * `schedules`: round -> learning rate, `SCHEDULES`;
-* `fedopt_math`: the server rules as pure TF functions.
+* `fedopt_math`: the server rules as pure TF functions;
+* `config` (no TensorFlow): the registries, hyperparameter configs, their checks and records.
+
+The names below are loaded on first use (`registry.lazy_exports`): importing this package, or its
+`config`, imports no TensorFlow.
 """
 
-from tff_adaptive.optimizers.adaadam import build_adaadam
-from tff_adaptive.optimizers.client import CLIENT_OPTIMIZERS
-from tff_adaptive.optimizers.client import ClientOptimizerConfig
-from tff_adaptive.optimizers.client import ClientRule
-from tff_adaptive.optimizers.client import build_client_optimizer
-from tff_adaptive.optimizers.client import build_client_rule
-from tff_adaptive.optimizers.delta_sgd import DeltaSGDHParams
-from tff_adaptive.optimizers.delta_sgd import build_delta_sgd
-from tff_adaptive.optimizers.delta_sgd import delta_sgd_step
-from tff_adaptive.optimizers.schedules import SCHEDULES
-from tff_adaptive.optimizers.schedules import ScheduleConfig
-from tff_adaptive.optimizers.schedules import build_schedule
-from tff_adaptive.optimizers.server import ALGORITHM2
-from tff_adaptive.optimizers.server import LEARNING_RATE_KEY
-from tff_adaptive.optimizers.server import PUBLISHED
-from tff_adaptive.optimizers.server import SERVER_OPTIMIZERS
-from tff_adaptive.optimizers.server import VARIANTS
-from tff_adaptive.optimizers.server import ServerOptimizerConfig
-from tff_adaptive.optimizers.server import build_fedadagrad
-from tff_adaptive.optimizers.server import build_fedadam
-from tff_adaptive.optimizers.server import build_fedavg_sgd
-from tff_adaptive.optimizers.server import build_fedavgm
-from tff_adaptive.optimizers.server import build_fedyogi
-from tff_adaptive.optimizers.server import build_server_optimizer
-from tff_adaptive.optimizers.sps import SPSHParams
-from tff_adaptive.optimizers.sps import sps_step
+from tff_adaptive import registry
 
 __all__ = [
   'ALGORITHM2',
@@ -65,3 +44,42 @@ __all__ = [
   'delta_sgd_step',
   'sps_step',
 ]
+
+__getattr__, __dir__ = registry.lazy_exports(
+  __name__,
+  {
+    **dict.fromkeys(
+      (
+        'ALGORITHM2',
+        'CLIENT_OPTIMIZERS',
+        'ClientOptimizerConfig',
+        'DeltaSGDHParams',
+        'PUBLISHED',
+        'SCHEDULES',
+        'SERVER_OPTIMIZERS',
+        'SPSHParams',
+        'ScheduleConfig',
+        'ServerOptimizerConfig',
+        'VARIANTS',
+      ),
+      'config',
+    ),
+    'build_adaadam': 'adaadam',
+    **dict.fromkeys(('ClientRule', 'build_client_optimizer', 'build_client_rule'), 'client'),
+    **dict.fromkeys(('build_delta_sgd', 'delta_sgd_step'), 'delta_sgd'),
+    'build_schedule': 'schedules',
+    **dict.fromkeys(
+      (
+        'LEARNING_RATE_KEY',
+        'build_fedadagrad',
+        'build_fedadam',
+        'build_fedavg_sgd',
+        'build_fedavgm',
+        'build_fedyogi',
+        'build_server_optimizer',
+      ),
+      'server',
+    ),
+    'sps_step': 'sps',
+  },
+)

@@ -24,6 +24,9 @@ algorithm breaks down (beta^C > 1: the moments grow instead of decaying, eta_t <
 uphill); this optimizer applies any C it is given, and AdaFedAdam decides what reaches it:
 `certainty_step`'s `certainty_floor` (by default a round with C <= 0 makes no step), the one
 rule of our AdaFedAdam process and of the TFF finalizer (`build_finalizer`).
+
+The checks of the builder's arguments (`check_adaadam`), `CERTAINTY_FLOORS` and
+`check_certainty_floor` are defined without TensorFlow in `optimizers.config`.
 """
 
 import collections
@@ -34,8 +37,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive.core import tree
-from tff_adaptive.core import validation
+from tff_adaptive.optimizers import config as optimizer_config
 from tff_adaptive.optimizers import hparams as hparams_lib
+from tff_adaptive.optimizers.config import CERTAINTY_FLOORS  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import check_certainty_floor
 
 LEARNING_RATE_KEY = tff.learning.optimizers.LEARNING_RATE_KEY
 CERTAINTY_KEY = 'certainty'
@@ -46,10 +51,6 @@ _STEP_KEY = 'step'
 _PRODUCT_1_KEY = 'c_m'
 _PRODUCT_2_KEY = 'c_v'
 _HPARAMS_KEYS = (LEARNING_RATE_KEY, _BETA_1_KEY, _BETA_2_KEY, _EPSILON_KEY, CERTAINTY_KEY)
-# What a step does with an aggregate certainty C <= 0 (`certainty_step`): 'zero', no step
-# (AdaFedAdam's default; Ju et al. do not discuss C <= 0), or 'none', C applied as it is (the
-# authors' code).
-CERTAINTY_FLOORS = ('zero', 'none')
 
 
 def adapted_decay(beta: tf.Tensor, certainty: tf.Tensor) -> tf.Tensor:
@@ -78,12 +79,7 @@ class _AdaAdam(tff.learning.optimizers.Optimizer):
     epsilon: float = 1e-8,
     certainty_lr_from_step: int = 0,
   ):
-    validation.check_positive('AdaAdam learning_rate', learning_rate)
-    validation.check_positive('AdaAdam epsilon', epsilon)
-    for name, beta in (('beta_1', beta_1), ('beta_2', beta_2)):
-      if not 0 <= beta < 1:
-        raise ValueError(f'AdaAdam {name} must be in [0, 1), got {beta}')
-    validation.check_int('AdaAdam certainty_lr_from_step', certainty_lr_from_step, 0)
+    optimizer_config.check_adaadam(learning_rate, beta_1, beta_2, epsilon, certainty_lr_from_step)
     self._lr = float(learning_rate)
     self._beta_1 = float(beta_1)
     self._beta_2 = float(beta_2)
@@ -168,15 +164,6 @@ def with_certainty(optimizer, state, certainty: tf.Tensor):
   hparams = optimizer.get_hparams(state)
   hparams[CERTAINTY_KEY] = tf.cast(certainty, tf.float32)
   return optimizer.set_hparams(state, hparams)
-
-
-def check_certainty_floor(certainty_floor: str) -> None:
-  """A ValueError naming the valid choices unless `certainty_floor` is in CERTAINTY_FLOORS."""
-  if certainty_floor not in CERTAINTY_FLOORS:
-    raise ValueError(
-      f'unknown AdaFedAdam certainty_floor {certainty_floor!r}; valid choices: '
-      f'{", ".join(CERTAINTY_FLOORS)}'
-    )
 
 
 def build_finalizer(

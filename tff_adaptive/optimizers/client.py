@@ -22,6 +22,10 @@ Algorithm 1 line 6).
 
 The client learning-rate schedule applies to the rules that read a learning rate; sps and
 delta_sgd set their own step sizes and accept only the constant schedule.
+
+`ClientOptimizerConfig`, the registry `CLIENT_OPTIMIZERS` (whose entries build with the `*_rule`
+functions below) and `client_optimizer_record` are defined without TensorFlow in
+`optimizers.config` and re-exported here.
 """
 
 import collections
@@ -32,52 +36,15 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_adaptive import registry
 from tff_adaptive.core import local_loop
 from tff_adaptive.optimizers import delta_sgd as delta_sgd_lib
 from tff_adaptive.optimizers import server as server_optimizers
 from tff_adaptive.optimizers import sps as sps_lib
-
-# Per-optimizer default of `ClientOptimizerConfig.epsilon` (PyTorch's, which Kim et al. used).
-DEFAULT_EPSILON = {'adam': 1e-8, 'adagrad': 1e-10}
-
-
-@dataclasses.dataclass(frozen=True)
-class ClientOptimizerConfig:
-  """Hyperparameters of a client optimizer.
-
-  Attributes:
-    name: one of `CLIENT_OPTIMIZERS`.
-    learning_rate: eta_l (before the client schedule), > 0; unused by sps and delta_sgd.
-    momentum: mu of sgdm, in [0, 1).
-    beta_1, beta_2: Adam's moment decays, in [0, 1).
-    epsilon: Adam's / Adagrad's eps, > 0; None takes `DEFAULT_EPSILON`.
-    sps: SPS's hyperparameters.
-    delta_sgd: Delta-SGD's hyperparameters.
-  """
-
-  name: str = 'sgd'
-  learning_rate: float = 0.1
-  momentum: float = 0.9
-  beta_1: float = 0.9
-  beta_2: float = 0.999
-  epsilon: float | None = None
-  sps: sps_lib.SPSHParams = sps_lib.SPSHParams()
-  delta_sgd: delta_sgd_lib.DeltaSGDHParams = delta_sgd_lib.DeltaSGDHParams()
-
-  def __post_init__(self):
-    CLIENT_OPTIMIZERS[self.name]  # pylint: disable=pointless-statement
-    if not self.learning_rate > 0:
-      raise ValueError(f'client learning_rate must be > 0, got {self.learning_rate}')
-    for name in ('momentum', 'beta_1', 'beta_2'):
-      if not 0.0 <= getattr(self, name) < 1.0:
-        raise ValueError(f'client {name} must be in [0, 1), got {getattr(self, name)}')
-    if self.epsilon is not None and not self.epsilon > 0:
-      raise ValueError(f'client epsilon must be > 0, got {self.epsilon}')
-
-  @property
-  def resolved_epsilon(self) -> float:
-    return DEFAULT_EPSILON.get(self.name, 1e-8) if self.epsilon is None else self.epsilon
+from tff_adaptive.optimizers.config import CLIENT_OPTIMIZERS
+from tff_adaptive.optimizers.config import DEFAULT_EPSILON  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import ClientOptimizerConfig
+from tff_adaptive.optimizers.config import ClientOptimizerEntry  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import client_optimizer_record  # noqa: F401  (re-exported)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,73 +74,55 @@ def optimizer_rule(
   return ClientRule(step, statistics, optimizer)
 
 
-def _adagrad(config: ClientOptimizerConfig) -> tff.learning.optimizers.Optimizer:
-  # G_0 = 0, eps outside the sqrt, no first moment: FedAdagrad's published rule, tau = eps.
-  return server_optimizers.build_fedadagrad(
-    config.learning_rate, tau=config.resolved_epsilon, beta_1=0.0, initial_accumulator_value=0.0
+# The registered rules (`CLIENT_OPTIMIZERS`' builders), config -> ClientRule.
+
+
+def sgd_rule(config: ClientOptimizerConfig) -> ClientRule:
+  """sgd: TFF's SGD at eta_l."""
+  return optimizer_rule(tff.learning.optimizers.build_sgdm(config.learning_rate))
+
+
+def sgdm_rule(config: ClientOptimizerConfig) -> ClientRule:
+  """sgdm: TFF's heavy-ball SGD at eta_l, momentum mu."""
+  return optimizer_rule(
+    tff.learning.optimizers.build_sgdm(config.learning_rate, momentum=config.momentum)
   )
 
 
-def _delta_sgd(config: ClientOptimizerConfig) -> ClientRule:
-  hparams = config.delta_sgd
-  step = lambda lr, transform: delta_sgd_lib.delta_sgd_step(hparams, transform)
-  optimizer = delta_sgd_lib.build_delta_sgd(hparams) if hparams.gradient == 'paper' else None
-  return ClientRule(step, delta_sgd_lib.statistics, optimizer)
+def adam_rule(config: ClientOptimizerConfig) -> ClientRule:
+  """adam: TFF's (Keras-form) Adam at eta_l."""
+  return optimizer_rule(
+    tff.learning.optimizers.build_adam(
+      config.learning_rate,
+      beta_1=config.beta_1,
+      beta_2=config.beta_2,
+      epsilon=config.resolved_epsilon,
+    )
+  )
 
 
-def _sps(config: ClientOptimizerConfig) -> ClientRule:
+def adagrad_rule(config: ClientOptimizerConfig) -> ClientRule:
+  """adagrad: PyTorch's form (G_0 = 0, eps outside the sqrt, no first moment), which is
+  FedAdagrad's published rule with tau = eps."""
+  return optimizer_rule(
+    server_optimizers.build_fedadagrad(
+      config.learning_rate, tau=config.resolved_epsilon, beta_1=0.0, initial_accumulator_value=0.0
+    )
+  )
+
+
+def sps_rule(config: ClientOptimizerConfig) -> ClientRule:
+  """sps: a local-step hook (it needs the minibatch loss); no TFF optimizer."""
   step = lambda lr, transform: sps_lib.sps_step(config.sps, transform)
   return ClientRule(step, sps_lib.statistics)
 
 
-@dataclasses.dataclass(frozen=True)
-class ClientOptimizerEntry:
-  """A registered client optimizer.
-
-  Attributes:
-    build: config -> `ClientRule`.
-    hparams: the config fields it reads besides the name (recorded in hparams.json).
-    reads_learning_rate: False for rules that set their own step sizes (no learning rate, only
-      the constant schedule).
-    scalar_step: True where x_t - x_K is a sum of scalar steps times (momentum-averaged)
-      gradients, so that (x_t - x_K) / (sum of steps) is a mean gradient (SCAFFOLD's control
-      variate); False for per-coordinate preconditioners (Adam, Adagrad).
-  """
-
-  build: Callable[[ClientOptimizerConfig], ClientRule]
-  hparams: tuple[str, ...] = ()
-  reads_learning_rate: bool = True
-  scalar_step: bool = True
-
-
-CLIENT_OPTIMIZERS: registry.Registry[ClientOptimizerEntry] = registry.Registry(
-  'client optimizer',
-  {
-    'sgd': ClientOptimizerEntry(
-      lambda c: optimizer_rule(tff.learning.optimizers.build_sgdm(c.learning_rate))
-    ),
-    'sgdm': ClientOptimizerEntry(
-      lambda c: optimizer_rule(
-        tff.learning.optimizers.build_sgdm(c.learning_rate, momentum=c.momentum)
-      ),
-      ('momentum',),
-    ),
-    'adam': ClientOptimizerEntry(
-      lambda c: optimizer_rule(
-        tff.learning.optimizers.build_adam(
-          c.learning_rate, beta_1=c.beta_1, beta_2=c.beta_2, epsilon=c.resolved_epsilon
-        )
-      ),
-      ('beta_1', 'beta_2', 'epsilon'),
-      scalar_step=False,
-    ),
-    'adagrad': ClientOptimizerEntry(
-      lambda c: optimizer_rule(_adagrad(c)), ('epsilon',), scalar_step=False
-    ),
-    'sps': ClientOptimizerEntry(_sps, ('sps',), reads_learning_rate=False),
-    'delta_sgd': ClientOptimizerEntry(_delta_sgd, ('delta_sgd',), reads_learning_rate=False),
-  },
-)
+def delta_sgd_rule(config: ClientOptimizerConfig) -> ClientRule:
+  """delta_sgd: a local-step hook, and a TFF optimizer for gradient='paper'."""
+  hparams = config.delta_sgd
+  step = lambda lr, transform: delta_sgd_lib.delta_sgd_step(hparams, transform)
+  optimizer = delta_sgd_lib.build_delta_sgd(hparams) if hparams.gradient == 'paper' else None
+  return ClientRule(step, delta_sgd_lib.statistics, optimizer)
 
 
 def build_client_rule(config: ClientOptimizerConfig) -> ClientRule:
@@ -195,16 +144,3 @@ def build_client_optimizer(config: ClientOptimizerConfig) -> tff.learning.optimi
       'second gradient); use build_client_rule(config).local_step'
     )
   return rule.optimizer
-
-
-def client_optimizer_record(config: ClientOptimizerConfig) -> dict[str, Any]:
-  """The config fields that shape the run: the name, the learning rate where the rule reads
-  one, and the optimizer's hparams (epsilon resolved)."""
-  entry = CLIENT_OPTIMIZERS[config.name]
-  record = {'name': config.name}
-  if entry.reads_learning_rate:
-    record['learning_rate'] = config.learning_rate
-  for key in entry.hparams:
-    value = config.resolved_epsilon if key == 'epsilon' else getattr(config, key)
-    record[key] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
-  return record

@@ -33,20 +33,22 @@ then 0, never NaN.
 nothing but gradients, so it drops into any TFF pipeline as a client optimizer);
 `delta_sgd_step` is the same rule as a local-step hook (`core.local_loop.LocalStep`), which
 'same_batch' needs for its extra gradient.
+
+`DeltaSGDHParams` and the options' choices (`GRADIENTS`, `FIRST_STEPS`, `ZERO_RULES`) are defined
+without TensorFlow in `optimizers.config` and re-exported here.
 """
 
 import collections
-import dataclasses
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
-
-GRADIENTS = ('paper', 'same_batch')
-FIRST_STEPS = ('paper', 'grown')
-ZERO_RULES = ('paper', 'grow')
+from tff_adaptive.optimizers.config import FIRST_STEPS  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import GRADIENTS  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import ZERO_RULES  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import DeltaSGDHParams
 
 # Optimizer state keys. x_prev/g_prev: x_{k-1} and g(x_{k-1}) of the last step; eta/theta: the
 # step size the last step used and its ratio to the one before; the sums feed the per-client
@@ -60,49 +62,6 @@ STEP_SIZE_SUM = 'step_size_sum'
 CURVATURE_STEPS = 'curvature_steps'
 CURVATURE = 'curvature'
 GROWTH = 'growth'
-
-
-@dataclasses.dataclass(frozen=True)
-class DeltaSGDHParams:
-  """Hyperparameters of Delta-SGD (Kim et al. 2024, Algorithm 1 and Sec. 4).
-
-  Attributes:
-    eta_0: initial step size, > 0 (paper: 0.2).
-    theta_0: initial step-size ratio, > 0 (paper: 1).
-    gamma: amplifier of the curvature candidate, > 0 (paper: 2).
-    delta: growth factor in sqrt(1 + delta theta), >= 0 (paper: 0.1; authors' code default
-      0.02).
-    gradient: 'paper' or 'same_batch' (see the module docstring).
-    first_step: 'paper' or 'grown'.
-    zero_rule: 'paper' or 'grow'.
-    eps: added to the step whenever the min is taken, >= 0 (paper 0; authors' code 1e-8).
-  """
-
-  eta_0: float = 0.2
-  theta_0: float = 1.0
-  gamma: float = 2.0
-  delta: float = 0.1
-  gradient: str = 'paper'
-  first_step: str = 'paper'
-  zero_rule: str = 'paper'
-  eps: float = 0.0
-
-  def __post_init__(self):
-    for name in ('eta_0', 'theta_0', 'gamma'):
-      if not getattr(self, name) > 0:
-        raise ValueError(f'delta_sgd {name} must be > 0, got {getattr(self, name)}')
-    for name in ('delta', 'eps'):
-      if not getattr(self, name) >= 0:
-        raise ValueError(f'delta_sgd {name} must be >= 0, got {getattr(self, name)}')
-    for name, valid in (
-      ('gradient', GRADIENTS),
-      ('first_step', FIRST_STEPS),
-      ('zero_rule', ZERO_RULES),
-    ):
-      if getattr(self, name) not in valid:
-        raise ValueError(
-          f'delta_sgd {name} {getattr(self, name)!r} is unknown; valid choices: {", ".join(valid)}'
-        )
 
 
 def curvature_candidate(dx_norm: tf.Tensor, dg_norm: tf.Tensor, gamma: float) -> tf.Tensor:

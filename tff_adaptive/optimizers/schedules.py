@@ -9,26 +9,21 @@
 Rounds are counted from 0 (the first training round uses lr_0 = lr). Each schedule accepts a
 Python int or a tf scalar, so it works inside `tff.tensorflow.computation` and with
 `tff.learning.optimizers.schedule_learning_rate`.
+
+`ScheduleConfig`, the registry `SCHEDULES` and `schedule_record` are defined without TensorFlow
+in `optimizers.config` and re-exported here.
 """
 
 from collections.abc import Callable
-import dataclasses
 
 import tensorflow as tf
 
-from tff_adaptive import registry
+from tff_adaptive.optimizers.config import SCHEDULES
+from tff_adaptive.optimizers.config import ScheduleConfig
+from tff_adaptive.optimizers.config import ScheduleEntry  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import schedule_record  # noqa: F401  (re-exported)
 
 Schedule = Callable[[tf.Tensor], tf.Tensor]
-
-
-@dataclasses.dataclass(frozen=True)
-class ScheduleConfig:
-  """name: one of SCHEDULES; decay_rate/decay_period for exp_decay; total_rounds for step_decay."""
-
-  name: str = 'constant'
-  decay_rate: float = 0.1
-  decay_period: int = 500
-  total_rounds: int = 0
 
 
 def constant(lr: float) -> Schedule:
@@ -63,31 +58,6 @@ def step_decay(lr: float, total_rounds: int) -> Schedule:
   return schedule
 
 
-@dataclasses.dataclass(frozen=True)
-class ScheduleEntry:
-  """A registered schedule: (lr, config) -> Schedule, and the config fields it reads."""
-
-  build: Callable[[float, ScheduleConfig], Schedule]
-  hparams: tuple[str, ...] = ()
-
-
-SCHEDULES: registry.Registry[ScheduleEntry] = registry.Registry(
-  'learning-rate schedule',
-  {
-    'constant': ScheduleEntry(lambda lr, c: constant(lr)),
-    'exp_decay': ScheduleEntry(
-      lambda lr, c: exp_decay(lr, c.decay_rate, c.decay_period), ('decay_rate', 'decay_period')
-    ),
-    'step_decay': ScheduleEntry(lambda lr, c: step_decay(lr, c.total_rounds), ('total_rounds',)),
-  },
-)
-
-
 def build_schedule(lr: float, config: ScheduleConfig) -> Schedule:
   """The schedule `config.name` starting at `lr`; ValueError lists the valid names."""
   return SCHEDULES[config.name].build(lr, config)
-
-
-def schedule_record(config: ScheduleConfig) -> dict:
-  """The config fields that shape the run: the name and the fields the schedule reads."""
-  return {k: getattr(config, k) for k in ('name',) + SCHEDULES[config.name].hparams}

@@ -21,25 +21,32 @@ epsilon inside the sqrt and starts its accumulator at 0.1, so neither FedAdagrad
 use it. All optimizers keep their learning rate under ``LEARNING_RATE_KEY`` so that
 ``tff.learning.optimizers.schedule_learning_rate`` and get/set_hparams work, and tau under
 ``"epsilon"``, TFF's name for it, so hparams have the same keys whichever class computes them.
+
+The names, the config, the registry `SERVER_OPTIMIZERS` and the builders' checks
+(`check_fedadagrad`, ...) are defined without TensorFlow in `optimizers.config` and re-exported
+here; each builder below runs its check, which `config.check_server_optimizer` runs on a config
+without building.
 """
 
 import collections
 from collections.abc import Callable
-import dataclasses
 from typing import Any
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_adaptive import registry
-from tff_adaptive.optimizers import adaadam
+from tff_adaptive.optimizers import config as optimizer_config
 from tff_adaptive.optimizers import fedopt_math
 from tff_adaptive.optimizers import hparams as hparams_lib
+from tff_adaptive.optimizers.config import ALGORITHM2  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import PUBLISHED
+from tff_adaptive.optimizers.config import SERVER_OPTIMIZERS
+from tff_adaptive.optimizers.config import VARIANTS  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import ServerOptimizerConfig
+from tff_adaptive.optimizers.config import ServerOptimizerEntry  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import server_optimizer_record  # noqa: F401  (re-exported)
 
 LEARNING_RATE_KEY = tff.learning.optimizers.LEARNING_RATE_KEY
-PUBLISHED = 'published'
-ALGORITHM2 = 'algorithm2'
-VARIANTS = (PUBLISHED, ALGORITHM2)
 
 _BETA_1_KEY = 'beta_1'
 _BETA_2_KEY = 'beta_2'
@@ -141,35 +148,6 @@ class _AdaptiveServerOptimizer(tff.learning.optimizers.Optimizer):
     return hparams_lib.replace(state, hparams, _HPARAMS_KEYS)
 
 
-def _check_positive(name: str, value: float) -> None:
-  if not value > 0:
-    raise ValueError(f'{name} must be > 0, got {value}')
-
-
-def _check_unit_interval(name: str, value: float) -> None:
-  if not 0.0 <= value < 1.0:
-    raise ValueError(f'{name} must be in [0, 1), got {value}')
-
-
-def _check_variant(variant: str) -> None:
-  if variant not in VARIANTS:
-    raise ValueError(f'variant must be one of {", ".join(VARIANTS)}, got {variant!r}')
-
-
-def _initial_v(variant: str, tau: float, value: float | None) -> float:
-  """v_{-1}: 0 in the authors' code, tau^2 in Algorithm 2 (which requires >= tau^2)."""
-  if value is None:
-    return 0.0 if variant == PUBLISHED else tau**2
-  if value < 0:
-    raise ValueError(f'initial_accumulator_value must be >= 0, got {value}')
-  if variant == ALGORITHM2 and value < tau**2 * (1 - 1e-9):  # float slack: 0.1**2 > 0.01
-    raise ValueError(
-      f'initial_accumulator_value must be >= tau^2 = {tau**2} for the '
-      f'algorithm2 variant (Algorithm 2 requires v_-1 >= tau^2), got {value}'
-    )
-  return value
-
-
 def build_fedadagrad(
   learning_rate: float,
   tau: float = 1e-3,
@@ -202,23 +180,18 @@ def build_fedadagrad(
   Raises:
     ValueError: naming an argument outside its valid range.
   """
-  _check_variant(variant)
-  _check_positive('learning_rate', learning_rate)
-  _check_positive('tau', tau)
-  _check_unit_interval('beta_1', beta_1)
-  v0 = _initial_v(variant, tau, initial_accumulator_value)
+  v0 = optimizer_config.check_fedadagrad(
+    learning_rate, tau, beta_1, initial_accumulator_value, variant
+  )
   return _AdaptiveServerOptimizer(
     'adagrad', learning_rate, beta_1, 0.0, tau, v0, bias_correction=False
   )
 
 
 def _build_adam_like(rule, learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant):
-  _check_variant(variant)
-  _check_positive('learning_rate', learning_rate)
-  _check_positive('tau', tau)
-  _check_unit_interval('beta_1', beta_1)
-  _check_unit_interval('beta_2', beta_2)
-  v0 = _initial_v(variant, tau, initial_accumulator_value)
+  v0 = optimizer_config.check_adam_like(
+    learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant
+  )
   if variant == PUBLISHED and v0 == 0.0:
     if rule == 'adam':
       return tff.learning.optimizers.build_adam(
@@ -302,7 +275,7 @@ def build_fedyogi(
 
 def build_fedavg_sgd(learning_rate: float = 1.0) -> tff.learning.optimizers.Optimizer:
   """FedAvg's server SGD: x_{t+1} = x_t - eta * g_t (eta = 1 is plain model averaging)."""
-  _check_positive('learning_rate', learning_rate)
+  optimizer_config.check_fedavg_sgd(learning_rate)
   return tff.learning.optimizers.build_sgdm(learning_rate)
 
 
@@ -314,111 +287,8 @@ def build_fedavgm(
   Update: u_t = momentum * u_{t-1} + g_t; x_{t+1} = x_t - eta * u_t (TF/Keras momentum,
   as the authors' code). momentum = 0 is FedAvg.
   """
-  _check_positive('learning_rate', learning_rate)
-  if not 0.0 <= momentum < 1.0:
-    raise ValueError(f'momentum must be in [0, 1), got {momentum}')
+  optimizer_config.check_fedavgm(learning_rate, momentum)
   return tff.learning.optimizers.build_sgdm(learning_rate, momentum=momentum)
-
-
-@dataclasses.dataclass(frozen=True)
-class ServerOptimizerConfig:
-  """Hyperparameters of a server optimizer, validated by its builder.
-
-  Attributes:
-    name: one of `SERVER_OPTIMIZERS`.
-    learning_rate: eta.
-    momentum: sgdm's momentum.
-    tau, beta_1, beta_2, initial_accumulator_value, variant: adaptive optimizers'.
-      beta_1 None picks 0 for adagrad and 0.9 for adam/yogi/adaadam; tau is AdaAdam's eps.
-    certainty_lr_from_step: AdaAdam's (`optimizers.adaadam`).
-  """
-
-  name: str = 'sgd'
-  learning_rate: float = 1.0
-  momentum: float = 0.9
-  tau: float = 1e-3
-  beta_1: float | None = None
-  beta_2: float = 0.999
-  initial_accumulator_value: float | None = None
-  variant: str = PUBLISHED
-  certainty_lr_from_step: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class ServerOptimizerEntry:
-  """A registered server optimizer.
-
-  Attributes:
-    build: ServerOptimizerConfig -> `tff.learning.optimizers.Optimizer`.
-    default_learning_rate: eta when neither the flag nor the task gives one.
-    hparams: the `ServerOptimizerConfig` fields this optimizer reads (besides name and
-      learning_rate); only these are recorded for a run, so an ignored flag cannot block a resume.
-    default_tau: tau when neither the flag nor the task gives one.
-  """
-
-  build: Callable[[ServerOptimizerConfig], Any]
-  default_learning_rate: float
-  hparams: tuple[str, ...] = ()
-  default_tau: float = 1e-3
-
-
-_ADAPTIVE_HPARAMS = ('tau', 'beta_1', 'beta_2', 'initial_accumulator_value', 'variant')
-SERVER_OPTIMIZERS: registry.Registry[ServerOptimizerEntry] = registry.Registry(
-  'server optimizer',
-  {
-    'sgd': ServerOptimizerEntry(lambda c: build_fedavg_sgd(c.learning_rate), 1.0),
-    'sgdm': ServerOptimizerEntry(
-      lambda c: build_fedavgm(c.learning_rate, c.momentum), 0.3, ('momentum',)
-    ),
-    'adagrad': ServerOptimizerEntry(
-      lambda c: build_fedadagrad(
-        c.learning_rate,
-        c.tau,
-        0.0 if c.beta_1 is None else c.beta_1,
-        c.initial_accumulator_value,
-        c.variant,
-      ),
-      0.1,
-      ('tau', 'beta_1', 'initial_accumulator_value', 'variant'),
-    ),
-    'adam': ServerOptimizerEntry(
-      lambda c: build_fedadam(
-        c.learning_rate,
-        c.tau,
-        0.9 if c.beta_1 is None else c.beta_1,
-        c.beta_2,
-        c.initial_accumulator_value,
-        c.variant,
-      ),
-      0.01,
-      _ADAPTIVE_HPARAMS,
-    ),
-    'yogi': ServerOptimizerEntry(
-      lambda c: build_fedyogi(
-        c.learning_rate,
-        c.tau,
-        0.9 if c.beta_1 is None else c.beta_1,
-        c.beta_2,
-        c.initial_accumulator_value,
-        c.variant,
-      ),
-      0.01,
-      _ADAPTIVE_HPARAMS,
-    ),
-    'adaadam': ServerOptimizerEntry(
-      lambda c: adaadam.build_adaadam(
-        c.learning_rate,
-        0.9 if c.beta_1 is None else c.beta_1,
-        c.beta_2,
-        c.tau,
-        c.certainty_lr_from_step,
-      ),
-      1e-3,
-      ('tau', 'beta_1', 'beta_2', 'certainty_lr_from_step'),
-      default_tau=1e-8,
-    ),
-  },
-)
 
 
 def build_server_optimizer(
@@ -430,18 +300,3 @@ def build_server_optimizer(
     ValueError: unknown name (listing the valid ones) or an invalid hyperparameter.
   """
   return SERVER_OPTIMIZERS[config.name].build(config)
-
-
-def server_optimizer_record(config: ServerOptimizerConfig) -> dict[str, Any]:
-  """The config fields that shape the run (name, learning_rate and the optimizer's hparams).
-
-  Fields left None take the values the builder uses (beta_1: 0 for adagrad, 0.9 otherwise;
-  initial_accumulator_value: the variant's v_{-1}).
-  """
-  entry = SERVER_OPTIMIZERS[config.name]
-  record = {k: getattr(config, k) for k in ('name', 'learning_rate') + entry.hparams}
-  if record.get('beta_1', 0.0) is None:
-    record['beta_1'] = 0.0 if config.name == 'adagrad' else 0.9
-  if 'initial_accumulator_value' in record and record['initial_accumulator_value'] is None:
-    record['initial_accumulator_value'] = _initial_v(config.variant, config.tau, None)
-  return record

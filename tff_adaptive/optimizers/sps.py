@@ -22,66 +22,22 @@ SPS needs the minibatch loss, not only its gradient, so it is a local-step hook
 (`core.local_loop.LocalStep`), not a `tff.learning.optimizers.Optimizer`. With a
 `gradient_transform` (SCAFFOLD, FedProx) the transformed gradient is used in p_k and the step;
 the loss is the model's.
+
+`SPSHParams` and `MODES` are defined without TensorFlow in `optimizers.config` and re-exported
+here.
 """
 
 import collections
-import dataclasses
 
 import tensorflow as tf
 
 from tff_adaptive.core import local_loop
-
-MODES = ('smooth_iter', 'constant')
+from tff_adaptive.optimizers.config import MODES  # noqa: F401  (re-exported)
+from tff_adaptive.optimizers.config import SPSHParams
 
 STEP = 'step'
 ETA = 'eta'
 STEP_SIZE_SUM = 'step_size_sum'
-
-
-@dataclasses.dataclass(frozen=True)
-class SPSHParams:
-  """Hyperparameters of SPS (defaults: the official implementation's, as Kim et al. used).
-
-  Attributes:
-    c: > 0 (0.5).
-    f_star: the assumed minimum of every minibatch loss (0).
-    mode: 'smooth_iter' (official default, step cap) or 'constant' (Delta-SGD authors' code).
-    init_step_size: eta_0 of smooth_iter, > 0 (1).
-    gamma: smooth_iter's growth factor per epoch, >= 1 (2).
-    n_batches_per_epoch: smooth_iter's n, >= 1 (500, the official class default).
-    eta_max: optional cap of 'constant', > 0 (None: no cap).
-    eps: added to the denominator, >= 0 (1e-8).
-    grad_norm_tol: 'smooth_iter' takes a zero step when ||g|| is below it (the official code's
-      1e-8); None: never.
-  """
-
-  c: float = 0.5
-  f_star: float = 0.0
-  mode: str = 'smooth_iter'
-  init_step_size: float = 1.0
-  gamma: float = 2.0
-  n_batches_per_epoch: int = 500
-  eta_max: float | None = None
-  eps: float = 1e-8
-  grad_norm_tol: float | None = 1e-8
-
-  def __post_init__(self):
-    if not self.c > 0:
-      raise ValueError(f'sps c must be > 0, got {self.c}')
-    if self.mode not in MODES:
-      raise ValueError(f'sps mode {self.mode!r} is unknown; valid choices: {", ".join(MODES)}')
-    if not self.init_step_size > 0:
-      raise ValueError(f'sps init_step_size must be > 0, got {self.init_step_size}')
-    if not self.gamma >= 1:
-      raise ValueError(f'sps gamma must be >= 1, got {self.gamma}')
-    if not self.n_batches_per_epoch >= 1:
-      raise ValueError(f'sps n_batches_per_epoch must be >= 1, got {self.n_batches_per_epoch}')
-    if self.eta_max is not None and not self.eta_max > 0:
-      raise ValueError(f'sps eta_max must be > 0, got {self.eta_max}')
-    if self.eta_max is not None and self.mode != 'constant':
-      raise ValueError(f"sps eta_max caps mode 'constant' only; mode is {self.mode!r}")
-    if not self.eps >= 0:
-      raise ValueError(f'sps eps must be >= 0, got {self.eps}')
 
 
 def polyak_step(loss: tf.Tensor, grad_norm_sq: tf.Tensor, hparams: SPSHParams) -> tf.Tensor:

@@ -11,6 +11,7 @@ workers on other machines. This subpackage supplies both, composed from TFF's pu
   partial aggregates merged in worker order; a lost worker is a `WorkerLostError` naming it.
 * `worker_server` (no TensorFlow import): one worker confined to one address, behind
   `python -m run.worker`; `worker_process`: starting and stopping `worker_binary`.
+* `addresses` (no TensorFlow import): `parse_worker_addresses`, the trainer's --workers check.
 
 The names below are loaded on first use, so `tff_adaptive.runtime.worker_server` can be imported
 without TensorFlow (a worker must still be single-threaded when it enters its own namespace).
@@ -52,10 +53,10 @@ _MODULE_OF = {
       'WorkerUnreachableError',
       'check_reachable',
       'local_workers_execution',
-      'parse_worker_addresses',
       'remote_execution',
     )
   },
+  'parse_worker_addresses': 'addresses',
 }
 
 

@@ -58,6 +58,7 @@ from tensorflow_federated.python.core.impl.types import type_conversions
 
 from tff_adaptive.runtime import local
 from tff_adaptive.runtime import worker_process
+from tff_adaptive.runtime.addresses import parse_worker_addresses
 
 __all__ = [
   'RemoteExecution',
@@ -103,24 +104,6 @@ class WorkerUnreachableError(RuntimeError):
       f'there with `python -m run.worker --port=PORT`, and check the address and firewall'
     )
     self.address = address
-
-
-def parse_worker_addresses(text: str) -> tuple[str, ...]:
-  """'host:port,host:port' -> ('host:port', ...); ValueError naming the bad entry."""
-  addresses = []
-  for entry in text.split(','):
-    entry = entry.strip()
-    host, sep, port = entry.rpartition(':')
-    host = host[1:-1] if host.startswith('[') and host.endswith(']') else host
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-      raise ValueError(
-        f'--workers: {entry!r} is not host:port (a host name or IP address, a port 1-65535), '
-        f'e.g. --workers=10.0.0.5:8000,10.0.0.6:8000'
-      )
-    addresses.append(entry)
-  if len(set(addresses)) != len(addresses):
-    raise ValueError(f'--workers: {text!r} names a worker twice')
-  return tuple(addresses)
 
 
 class _WorkerStub(tff.framework.RemoteExecutorStub):
