@@ -336,13 +336,19 @@ class Runner:
 
 
 def run_cells(
-  cells: list, runs_dir: str, parallel: int, command: Callable[[Any, str], list[str]], rounds: int
+  cells: list,
+  runs_dir: str,
+  parallel: int,
+  command: Callable[[Any, str], list[str]],
+  rounds: int,
+  preload: bool = True,
 ) -> tuple[int | None, list, Runner]:
-  """Runs every cell; returns (the exit code 130 / 143 if stopped by SIGINT / SIGTERM, else None;
-  the cells that failed, a diverged one (trainer exit 3) being a result, not a failure; the
-  runner, whose `exit_codes` and `errors` say more)."""
+  """Runs every cell (forked from a preloading server, or as new processes with preload=False);
+  returns (the exit code 130 / 143 if stopped by SIGINT / SIGTERM, else None; the cells that
+  failed, a diverged one (trainer exit 3) being a result, not a failure; the runner, whose
+  `exit_codes` and `errors` say more)."""
   print(f'{len(cells)} cells, {rounds} rounds each, {parallel} at once; runs in {runs_dir}')
-  runner = Runner(cells, runs_dir, parallel, command, rounds)
+  runner = Runner(cells, runs_dir, parallel, command, rounds, preload=preload)
   stopped = runner.run()
   if stopped is not None:
     print('stopped; rerun the same command to resume', file=sys.stderr, flush=True)

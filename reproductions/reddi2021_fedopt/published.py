@@ -54,6 +54,25 @@ TABLE10 = by_optimizer(
 )
 
 
+# App. D.2: base-10 log grids (lowest, highest) of the client (eta_l) and server (eta) learning
+# rates, step 0.5. The paper first searched DEFAULT_GRID on every task, then widened it for
+# EMNIST AE and Stack Overflow LR; tasks outside the paper (fmnist, synthetic) use DEFAULT_GRID.
+GRID_STEP = 0.5
+DEFAULT_GRID = {'client': (-3.0, 0.5), 'server': (-3.0, 1.0)}
+GRIDS = {
+  'cifar10': DEFAULT_GRID,
+  'cifar100': DEFAULT_GRID,
+  'emnist_ae': {'client': (-1.5, 2.0), 'server': (-2.0, 1.0)},
+  'emnist_cr': DEFAULT_GRID,
+  'shakespeare': DEFAULT_GRID,
+  'so_lr': {'client': (-1.0, 3.0), 'server': (-2.0, 1.5)},
+  'so_nwp': DEFAULT_GRID,
+}
+# tau in {1e-5, ..., 1e-1} for FedAdagrad, FedAdam, FedYogi (App. D.2); the heatmaps (Fig. 2,
+# Figs. 5-11) fix tau = 1e-3 (App. E.3).
+LOG10_TAUS = (-5.0, -4.0, -3.0, -2.0, -1.0)
+HEATMAP_LOG10_TAU = -3.0
+
 TASK_NAMES = {
   'cifar10': 'CIFAR-10',
   'cifar100': 'CIFAR-100',
