@@ -44,6 +44,7 @@ _HEAVIEST_FIRST = (
   'test_robustness.py',
   'test_remote_workers.py',
   'test_fair_trainer.py',
+  'test_reddi2021.py',
   'test_tasks.py',
   'test_kim2024.py',
   'test_tff_composition.py',
