@@ -158,7 +158,7 @@ _BAD_INPUTS = {
   'client optimizer config for the client': (
     lambda: algorithms.build_fedprox(_MODEL_FN, _CLIENT.optimizer, _SERVER),
     'build_fedprox: client must be an algorithms.ClientTrainingConfig; got '
-    'tff_adaptive.optimizers.client.ClientOptimizerConfig',
+    'tff_adaptive.optimizers.config.ClientOptimizerConfig',
   ),
   'a model for model_fn': (
     lambda: algorithms.build_scaffold(_MODEL_FN(), _CLIENT, _SERVER, 3),

@@ -11,14 +11,8 @@ bash tools/setup.sh
 export TFF_ADAPTIVE_TEST_RUN="test-run-$$-$(date +%s%N)"
 status=0
 # Test files run in parallel, one file per worker at a time (--dist loadfile keeps a file's
-# shared trainer runs in one process); TEST_WORKERS=0 runs serially. Three workers on two cores:
-# a worker often waits (on a trainer it started, a signal, a worker process), and the third keeps
-# the cores busy then. Every TF runtime in the suite gets one intra-op and one inter-op thread
-# (as the reproductions' cells do, reproductions/cell_runner.py): with several at once, TF's
-# per-process pools would each spin on every core. The tests compare runs made in the suite, so
-# the thread count (which changes float summation order) is the same on both sides.
-export TF_NUM_INTRAOP_THREADS="${TF_NUM_INTRAOP_THREADS:-1}" TF_NUM_INTEROP_THREADS="${TF_NUM_INTEROP_THREADS:-1}"
-TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python -m pytest -n "${TEST_WORKERS:-3}" --dist loadfile "$@" || status=$?
+# shared trainer runs in one process); TEST_WORKERS=0 runs serially.
+TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile "$@" || status=$?
 sleep 1
 leaked=""
 for pid in $(pgrep -x worker_binary || true); do
