@@ -25,6 +25,7 @@ import time
 from typing import Any
 from typing import TextIO
 
+from reproductions import publish
 from run import preload
 from tff_adaptive.runtime import worker_process
 
@@ -392,10 +393,11 @@ class UsageError(ValueError):
 
 
 def run_main(program: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
-  """body(argv), or exit status 2 with one `<program>: error: ...` line on a UsageError."""
+  """body(argv), or exit status 2 with one `<program>: error: ...` line on a UsageError or a
+  refused output (`publish.PublishError`)."""
   try:
     return body(argv)
-  except UsageError as e:
+  except (UsageError, publish.PublishError) as e:
     print(f'{program}: error: {e}', file=sys.stderr, flush=True)
     return 2
 

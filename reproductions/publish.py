@@ -182,6 +182,26 @@ def output(
   return target
 
 
+def output_from_flags(
+  driver: str,
+  flag_values,
+  settings: Sequence[str],
+  *,
+  out: str | None = None,
+  entry: str | None = None,
+) -> str:
+  """`output` for a driver's absl flags: its --out (or `out`, the driver's computed default when
+  --out is unset), --publish, and the values of the flags named in `settings`."""
+  return output(
+    driver,
+    flag_values.out if out is None else out,
+    publish=flag_values.publish,
+    explicit=flag_values['out'].present,
+    settings={name: flag_values[name].value for name in settings},
+    entry=entry,
+  )
+
+
 def refuse_committed(paths: Sequence[str], label: str) -> None:
   """PublishError if any of `paths` (absolute) is inside a committed results folder; for tools
   that have no committed result of their own (the committed files are a driver's)."""

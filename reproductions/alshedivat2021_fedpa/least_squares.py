@@ -471,12 +471,8 @@ def main(argv):
     print(f'least_squares: error: unexpected arguments {argv[1:]}', file=sys.stderr)
     return 2
   try:
-    out = publish.output(
-      'reproductions.alshedivat2021_fedpa.least_squares',
-      FLAGS.out,
-      publish=FLAGS.publish,
-      explicit=FLAGS['out'].present,
-      settings={name: FLAGS[name].value for name in SETTINGS},
+    out = publish.output_from_flags(
+      'reproductions.alshedivat2021_fedpa.least_squares', FLAGS, SETTINGS
     )
   except publish.PublishError as e:
     print(f'least_squares: error: {e}', file=sys.stderr)

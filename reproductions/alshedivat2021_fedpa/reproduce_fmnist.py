@@ -315,16 +315,9 @@ def _main(argv: list[str]) -> int:
     raise UsageError(str(e)) from None
   cells = build_cells()
   runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
-  try:
-    out = publish.output(
-      'reproductions.alshedivat2021_fedpa.reproduce_fmnist',
-      FLAGS.out,
-      publish=FLAGS.publish,
-      explicit=FLAGS['out'].present,
-      settings={name: FLAGS[name].value for name in SETTINGS},
-    )
-  except publish.PublishError as e:
-    raise UsageError(str(e)) from None
+  out = publish.output_from_flags(
+    'reproductions.alshedivat2021_fedpa.reproduce_fmnist', FLAGS, SETTINGS
+  )
   if FLAGS.dry_run:
     for cell in cells:
       print(shlex.join(trainer_command(cell, runs_dir)))

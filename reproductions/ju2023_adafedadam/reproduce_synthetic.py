@@ -435,16 +435,9 @@ def _main(argv: list[str]) -> int:
   if not 1 <= FLAGS.clients_per_round <= 100:
     raise UsageError(f'--clients_per_round must be in [1, 100], got {FLAGS.clients_per_round}')
   runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
-  try:
-    out = publish.output(
-      'reproductions.ju2023_adafedadam.reproduce_synthetic',
-      FLAGS.out,
-      publish=FLAGS.publish,
-      explicit=FLAGS['out'].present,
-      settings={name: FLAGS[name].value for name in SETTINGS},
-    )
-  except publish.PublishError as e:
-    raise UsageError(str(e)) from None
+  out = publish.output_from_flags(
+    'reproductions.ju2023_adafedadam.reproduce_synthetic', FLAGS, SETTINGS
+  )
   first = main_cells(None) + tuning_cells() + pareto_cells()
   if FLAGS.dry_run:
     for cell in first:

@@ -94,12 +94,8 @@ def main(argv):
     print(f'plot_step_sizes: error: unexpected arguments {argv[1:]}', file=sys.stderr)
     return 2
   try:
-    out = publish.output(
-      'reproductions.kim2024_delta_sgd.plot_step_sizes',
-      FLAGS.out,
-      publish=FLAGS.publish,
-      explicit=FLAGS['out'].present,
-      settings={name: FLAGS[name].value for name in SETTINGS},
+    out = publish.output_from_flags(
+      'reproductions.kim2024_delta_sgd.plot_step_sizes', FLAGS, SETTINGS
     )
   except publish.PublishError as e:
     print(f'plot_step_sizes: error: {e}', file=sys.stderr)

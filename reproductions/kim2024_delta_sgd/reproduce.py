@@ -549,7 +549,7 @@ def write_figures(cells: list[Cell], results: dict[str, CellResult], out: str) -
 def main(argv: list[str]) -> int:
   try:
     return _main(argv)
-  except UsageError as e:
+  except (UsageError, publish.PublishError) as e:
     print(f'reproduce: error: {e}', file=sys.stderr, flush=True)
     return 2
 
@@ -565,16 +565,7 @@ def _main(argv: list[str]) -> int:
   if not cells:
     raise UsageError('no cells: give --rows or --fedadam_rows')
   runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
-  try:
-    out = publish.output(
-      'reproductions.kim2024_delta_sgd.reproduce',
-      FLAGS.out,
-      publish=FLAGS.publish,
-      explicit=FLAGS['out'].present,
-      settings={name: FLAGS[name].value for name in SETTINGS},
-    )
-  except publish.PublishError as e:
-    raise UsageError(str(e)) from None
+  out = publish.output_from_flags('reproductions.kim2024_delta_sgd.reproduce', FLAGS, SETTINGS)
   if FLAGS.dry_run:
     for cell in cells:
       print(

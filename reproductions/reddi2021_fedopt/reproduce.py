@@ -804,18 +804,14 @@ def _main(argv: list[str]) -> int:
   command = check_flags(argv)
   grid = grid_from_flags(FLAGS.task)
   runs_dir = publish.resolve(FLAGS.runs_dir or os.path.join('runs', 'reddi2021', FLAGS.task))
-  try:
-    out = publish.output(
-      DRIVER,
-      FLAGS.out or os.path.join(runs_dir, 'report'),
-      publish=FLAGS.publish,
-      explicit=FLAGS['out'].present,
-      settings={name: FLAGS[name].value for name in SETTINGS},
-      entry=f'reproduce_{FLAGS.task}',
-    )
-    publish.refuse_committed([runs_dir], '--runs_dir')
-  except publish.PublishError as e:
-    raise UsageError(str(e)) from None
+  out = publish.output_from_flags(
+    DRIVER,
+    FLAGS,
+    SETTINGS,
+    out=FLAGS.out or os.path.join(runs_dir, 'report'),
+    entry=f'reproduce_{FLAGS.task}',
+  )
+  publish.refuse_committed([runs_dir], '--runs_dir')
   s = Search(runs_dir, grid)
   if FLAGS.dry_run:
     first = (
