@@ -35,10 +35,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
 
+from run import autograph_cache  # imports TensorFlow's AutoGraph only where TF is imported
 from tff_adaptive.runtime import worker_process  # no TensorFlow import
 
 __all__ = ['Preloaded', 'Process', 'ServerError']
@@ -48,6 +50,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Read while Python or TensorFlow start or import: a child's must match the server's.
 _IMPORT_TIME_PREFIXES = ('TF_', 'TENSORFLOW', 'PYTHON', 'CUDA', 'XLA', 'OMP_', 'OPENBLAS', 'MKL')
 _PER_CHILD = frozenset({'PYTHONUNBUFFERED'})  # the child builds its stdio itself
+_NO_AUTOGRAPH = '--no_autograph_cache'  # the server's option: Preloaded(share_autograph=False)
 
 
 class ServerError(RuntimeError):
@@ -124,6 +127,8 @@ def _run_child(request: dict, fds: list[int]) -> None:  # pragma: no cover (fork
     _std_streams(bool(request['env'].get('PYTHONUNBUFFERED')))
     sys.argv = [request['module'], *request['args']]
     sys.path[0] = request['cwd']
+    if request.get('autograph_record'):
+      autograph_cache.record(request['autograph_record'])
     if 'tensorflow_federated' in sys.modules:
       import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
@@ -153,8 +158,12 @@ def _run_child(request: dict, fds: list[int]) -> None:  # pragma: no cover (fork
     os._exit(code & 0xFF)  # pylint: disable=protected-access
 
 
-def serve(sock: socket.socket, modules: list[str]) -> None:
-  """The server's loop: import `modules`, then fork on each request until the socket closes."""
+def serve(sock: socket.socket, modules: list[str], share_autograph: bool = True) -> None:
+  """The server's loop: import `modules`, then fork on each request until the socket closes.
+
+  With `share_autograph`, what AutoGraph converts in a child is converted here before the next
+  fork, so that later children find it done (`run.autograph_cache`).
+  """
   programs = set(modules)
   for name in modules:
     __import__(name)
@@ -165,6 +174,20 @@ def serve(sock: socket.socket, modules: list[str]) -> None:
       delattr(sys.modules[package], leaf)
   if _runtime_started():
     raise ServerError(f'importing {modules} started the TensorFlow runtime; cannot fork safely')
+  record = None
+  if share_autograph and autograph_cache.available():
+    handle, record = tempfile.mkstemp(prefix='preload-autograph-', suffix='.jsonl')
+    os.close(handle)
+  try:
+    _serve_requests(sock, record)
+  finally:
+    if record:
+      os.remove(record)
+
+
+def _serve_requests(sock: socket.socket, record: str | None) -> None:
+  done = set()  # the lines of `record` already read
+  converted = 0  # functions converted here so far
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's, not the server's, to act on
   wake_r, wake_w = os.pipe()
   os.set_blocking(wake_r, False)
@@ -194,7 +217,11 @@ def serve(sock: socket.socket, modules: list[str]) -> None:
       data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
       if not data:  # the caller closed the socket or died
         return
-      request = {**json.loads(data), 'server_pid': os.getpid()}
+      request = {**json.loads(data), 'server_pid': os.getpid(), 'autograph_record': record}
+      if record:
+        converted += autograph_cache.convert_recorded(record, done)
+        if _runtime_started():  # never expected: conversion is pure Python
+          raise ServerError('converting AutoGraph functions started the TensorFlow runtime')
       sys.stdout.flush()
       sys.stderr.flush()
       pid = os.fork()
@@ -209,7 +236,7 @@ def serve(sock: socket.socket, modules: list[str]) -> None:
         os.close(fd)
       requests += 1
       children[pid] = requests
-      _send(sock, {'started': pid, 'number': requests})
+      _send(sock, {'started': pid, 'number': requests, 'autograph_converted': converted})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,12 +310,21 @@ class Process:
 class Preloaded:
   """A server that has imported `modules` and forks a child per `popen`; `close()` stops it."""
 
-  def __init__(self, modules, env=None, start_timeout_s: float = 300.0):
+  def __init__(
+    self, modules, env=None, start_timeout_s: float = 300.0, share_autograph: bool = True
+  ):
     self.modules = list(modules)
     self.env = dict(os.environ if env is None else env)
     self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     self._server = subprocess.Popen(  # pylint: disable=consider-using-with
-      [sys.executable, '-m', 'run.preload', str(theirs.fileno()), *self.modules],
+      [
+        sys.executable,
+        '-m',
+        'run.preload',
+        str(theirs.fileno()),
+        *([] if share_autograph else [_NO_AUTOGRAPH]),
+        *self.modules,
+      ],
       cwd=_REPO,
       env=self.env,
       stdin=subprocess.DEVNULL,
@@ -301,6 +337,8 @@ class Preloaded:
     self._started: list[tuple[int, int]] = []  # (pid, request number), in request order
     self._request_lock = threading.Lock()
     self._closed = False
+    # How many functions the server had converted for AutoGraph when it forked the latest child.
+    self.autograph_converted = 0
     self._sock.settimeout(start_timeout_s)
     try:
       ready = self._recv()
@@ -331,6 +369,7 @@ class Preloaded:
           return
         if 'started' in message:
           self._started.append((message['started'], message['number']))
+          self.autograph_converted = message['autograph_converted']
         else:
           self._exits[message['exit']] = (message['code'], message['cpu_s'])
         self._cond.notify_all()
@@ -443,4 +482,5 @@ class Preloaded:
 if __name__ == '__main__':
   if len(sys.argv) < 3 or not sys.argv[1].isdigit():
     sys.exit('run.preload: the server of run.preload.Preloaded (started by it, not by hand)')
-  serve(socket.socket(fileno=int(sys.argv[1])), sys.argv[2:])
+  _names = [a for a in sys.argv[2:] if a != _NO_AUTOGRAPH]
+  serve(socket.socket(fileno=int(sys.argv[1])), _names, _NO_AUTOGRAPH not in sys.argv[2:])

@@ -162,3 +162,40 @@ def test_the_trainer_forked_writes_what_the_trainer_as_a_new_process_writes(tmp_
   assert outputs['forked'][1] == []
   assert len(outputs['forked_metrics']) == 2
   assert outputs['forked_metrics'] == outputs['real_metrics']
+
+
+def test_autograph_conversions_are_shared_and_change_nothing(tmp_path):
+  """run.autograph_cache: the server converts what its first trainer child converted, before
+  forking the second; that child finds every conversion the server could make in its cache
+  (nothing new to convert after it), and all of them write what a server that shares nothing
+  has its child write."""
+  args = ['--task=synthetic', '--total_rounds=2', '--rounds_per_eval=1', '--engine=tff']
+  env = trainer_processes.env()
+  metrics = {}
+  with preload.Preloaded([trainer_processes.TRAINER], env=env) as shared:
+    converted = []
+    for name in ('first', 'second', 'help'):
+      child = shared.popen(
+        trainer_processes.TRAINER,
+        ['--help'] if name == 'help' else [*args, f'--root_output_dir={tmp_path / name}'],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+      )
+      converted.append(shared.autograph_converted)  # by the server, before forking `child`
+      _, err = child.communicate(timeout=300)
+      assert child.returncode == 0, err
+      if name != 'help':
+        metrics[name] = _metrics_without_timing(tmp_path / name)
+  assert converted[0] == 0 and converted[1] >= 15, converted  # TFF's model, metrics, optimizer
+  assert converted[2] == converted[1]  # the second child converted nothing the server could
+  with preload.Preloaded([trainer_processes.TRAINER], env=env, share_autograph=False) as alone:
+    run = alone.popen(
+      trainer_processes.TRAINER, [*args, f'--root_output_dir={tmp_path / "alone"}'], env=env
+    )
+    assert run.wait(300) == 0
+    assert alone.autograph_converted == 0
+  expected = _metrics_without_timing(tmp_path / 'alone')
+  assert len(expected) == 2
+  assert metrics['first'] == metrics['second'] == expected
