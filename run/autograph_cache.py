@@ -162,12 +162,12 @@ def _find(entry: dict):
   return target
 
 
-def convert_recorded(path: str, done: set) -> int:
-  """In the server: converts each function recorded in `path` and not in `done`; returns how
-  many it converted. `done` (locators as JSON) is updated."""
+def convert_recorded(path: str, done: set) -> tuple[int, int]:
+  """In the server: converts each function recorded in `path` and not in `done` (the lines
+  read before, updated); returns (how many it converted, how many lines `path` holds)."""
   modules = _autograph()
   if modules is None or not os.path.exists(path):
-    return 0
+    return 0, 0
   api, converter, _ = modules
   with open(path, encoding='utf-8') as f:
     lines = f.read().split('\n')[:-1]  # the last piece is '' or a line still being written
@@ -186,4 +186,4 @@ def convert_recorded(path: str, done: set) -> int:
       converted += 1
     except Exception:  # pylint: disable=broad-except
       continue  # the child converts it itself
-  return converted
+  return converted, len(lines)

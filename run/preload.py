@@ -187,7 +187,7 @@ def serve(sock: socket.socket, modules: list[str], share_autograph: bool = True)
 
 def _serve_requests(sock: socket.socket, record: str | None) -> None:
   done = set()  # the lines of `record` already read
-  converted = 0  # functions converted here so far
+  converted = lines = 0  # functions converted here so far; lines the children recorded
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's, not the server's, to act on
   wake_r, wake_w = os.pipe()
   os.set_blocking(wake_r, False)
@@ -219,7 +219,8 @@ def _serve_requests(sock: socket.socket, record: str | None) -> None:
         return
       request = {**json.loads(data), 'server_pid': os.getpid(), 'autograph_record': record}
       if record:
-        converted += autograph_cache.convert_recorded(record, done)
+        now, lines = autograph_cache.convert_recorded(record, done)
+        converted += now
         if _runtime_started():  # never expected: conversion is pure Python
           raise ServerError('converting AutoGraph functions started the TensorFlow runtime')
       sys.stdout.flush()
@@ -236,7 +237,14 @@ def _serve_requests(sock: socket.socket, record: str | None) -> None:
         os.close(fd)
       requests += 1
       children[pid] = requests
-      _send(sock, {'started': pid, 'number': requests, 'autograph_converted': converted})
+      _send(
+        sock,
+        {
+          'started': pid,
+          'number': requests,
+          'autograph': {'converted': converted, 'recorded': lines},
+        },
+      )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,8 +345,9 @@ class Preloaded:
     self._started: list[tuple[int, int]] = []  # (pid, request number), in request order
     self._request_lock = threading.Lock()
     self._closed = False
-    # How many functions the server had converted for AutoGraph when it forked the latest child.
-    self.autograph_converted = 0
+    # When the server forked its latest child: how many functions it had converted for AutoGraph
+    # and how many conversions its children had recorded (run.autograph_cache).
+    self.autograph = {'converted': 0, 'recorded': 0}
     self._sock.settimeout(start_timeout_s)
     try:
       ready = self._recv()
@@ -369,7 +378,7 @@ class Preloaded:
           return
         if 'started' in message:
           self._started.append((message['started'], message['number']))
-          self.autograph_converted = message['autograph_converted']
+          self.autograph = message['autograph']
         else:
           self._exits[message['exit']] = (message['code'], message['cpu_s'])
         self._cond.notify_all()

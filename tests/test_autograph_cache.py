@@ -62,9 +62,10 @@ def test_recorded_conversions_are_converted_again_and_run_with_their_own_closure
     _forget(fn)
   assert not _cached(_clipped_sum, sum_options) and not _cached(shift_by_five, shift_options)
   done = set()
-  assert autograph_cache.convert_recorded(str(record), done) >= 2
+  converted, lines = autograph_cache.convert_recorded(str(record), done)
+  assert converted >= 2 and lines == len(entries)
   assert _cached(_clipped_sum, sum_options) and _cached(shift_by_five, shift_options)
-  assert autograph_cache.convert_recorded(str(record), done) == 0  # each line once
+  assert autograph_cache.convert_recorded(str(record), done) == (0, len(entries))  # once each
 
   # The conversion made with placeholder cells runs with the function's own k = 5 and -5.
   stop = autograph_cache.record(str(record))
@@ -94,5 +95,5 @@ def test_what_cannot_be_found_is_skipped(tmp_path):
   # The last line is still being written: not read.
   record.write_text(''.join(json.dumps({**l, 'options': options}) + '\n' for l in lines) + '{"modu')
   done = set()
-  assert autograph_cache.convert_recorded(str(record), done) == 0
+  assert autograph_cache.convert_recorded(str(record), done) == (0, 3)
   assert len(done) == 3

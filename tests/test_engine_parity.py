@@ -137,6 +137,19 @@ def _train(
   return _train_algorithm(task, algorithm, engine_name, output_dir, rounds)
 
 
+_EVALUATORS = {}
+
+
+def _evaluator(task) -> evaluation.Evaluator:
+  """One Evaluator per task for the module: it assigns the weights it is given to its own
+  Keras model and resets its metrics on every call, so runs can share it (and its traces)."""
+  if task.name not in _EVALUATORS:
+    _EVALUATORS[task.name] = evaluation.Evaluator(
+      task.keras_model_fn, task.loss_fn, task.metrics_fn
+    )
+  return _EVALUATORS[task.name]
+
+
 def _train_algorithm(task, algorithm, engine_name, output_dir, rounds=None):
   rounds = rounds or ROUNDS[task.name]
   training_loop.run_training(
@@ -144,7 +157,7 @@ def _train_algorithm(task, algorithm, engine_name, output_dir, rounds=None):
     tff.learning.models.ModelWeights.from_model(task.keras_model_fn(1)),
     task.train_clients,
     sampling.build_client_sampler(task.client_ids, CLIENTS_PER_ROUND, seed=1),
-    evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
+    _evaluator(task),
     lambda round_num: task.central_test,
     task.client_test,
     training_loop.LoopConfig(

@@ -149,53 +149,41 @@ def _metrics_without_timing(root: pathlib.Path) -> list:
 
 
 def test_the_trainer_forked_writes_what_the_trainer_as_a_new_process_writes(tmp_path):
+  """Also with AutoGraph's conversions shared (run.autograph_cache): the second forked run
+  starts after the server converted what the first recorded, finds all of it in its cache (it
+  records again only what the server could not find), and writes the same."""
   args = ['--task=synthetic', '--total_rounds=2', '--rounds_per_eval=1', '--engine=tff']
-  outputs = {}
-  for name, real in (('real', True), ('forked', False)):
+  preloaded = os.environ.get('TEST_PRELOAD', '1') != '0'  # TEST_PRELOAD=0: every run is real
+  server = trainer_processes.server() if preloaded else None
+  outputs, autograph = {}, {}
+  for name, real in (('real', True), ('forked', False), ('forked_again', False)):
     root = tmp_path / name
-    run = trainer_processes.run([*args, f'--root_output_dir={root}'], real=real, timeout=300)
-    assert run.returncode == 0, run.stderr
-    text = re.sub(r' \d+\.\d\ds/round eta \S+', '', run.stdout).replace(str(root), 'ROOT')
-    outputs[name] = (text, trainer_processes.stderr_lines(run.stderr))
+    process = trainer_processes.popen(
+      [*args, f'--root_output_dir={root}'],
+      real=real,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    autograph[name] = server and dict(server.autograph)  # when `process` was forked
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    text = re.sub(r' \d+\.\d\ds/round eta \S+', '', out).replace(str(root), 'ROOT')
+    outputs[name] = (text, trainer_processes.stderr_lines(err))
     outputs[name + '_metrics'] = _metrics_without_timing(root)
-  assert outputs['forked'] == outputs['real']
+  assert outputs['forked'] == outputs['forked_again'] == outputs['real']
   assert outputs['forked'][1] == []
   assert len(outputs['forked_metrics']) == 2
-  assert outputs['forked_metrics'] == outputs['real_metrics']
-
-
-def test_autograph_conversions_are_shared_and_change_nothing(tmp_path):
-  """run.autograph_cache: the server converts what its first trainer child converted, before
-  forking the second; that child finds every conversion the server could make in its cache
-  (nothing new to convert after it), and all of them write what a server that shares nothing
-  has its child write."""
-  args = ['--task=synthetic', '--total_rounds=2', '--rounds_per_eval=1', '--engine=tff']
-  env = trainer_processes.env()
-  metrics = {}
-  with preload.Preloaded([trainer_processes.TRAINER], env=env) as shared:
-    converted = []
-    for name in ('first', 'second', 'help'):
-      child = shared.popen(
-        trainer_processes.TRAINER,
-        ['--help'] if name == 'help' else [*args, f'--root_output_dir={tmp_path / name}'],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-      )
-      converted.append(shared.autograph_converted)  # by the server, before forking `child`
-      _, err = child.communicate(timeout=300)
-      assert child.returncode == 0, err
-      if name != 'help':
-        metrics[name] = _metrics_without_timing(tmp_path / name)
-  assert converted[0] == 0 and converted[1] >= 15, converted  # TFF's model, metrics, optimizer
-  assert converted[2] == converted[1]  # the second child converted nothing the server could
-  with preload.Preloaded([trainer_processes.TRAINER], env=env, share_autograph=False) as alone:
-    run = alone.popen(
-      trainer_processes.TRAINER, [*args, f'--root_output_dir={tmp_path / "alone"}'], env=env
-    )
-    assert run.wait(300) == 0
-    assert alone.autograph_converted == 0
-  expected = _metrics_without_timing(tmp_path / 'alone')
-  assert len(expected) == 2
-  assert metrics['first'] == metrics['second'] == expected
+  assert outputs['forked_metrics'] == outputs['forked_again_metrics'] == outputs['real_metrics']
+  if not preloaded or os.environ.get('TEST_AUTOGRAPH_CACHE') == '0':
+    return
+  # The server's counts at the fork of a last child (--help, which converts nothing).
+  trainer_processes.run(['--help'])
+  after = server.autograph
+  first, again = autograph['forked'], autograph['forked_again']
+  assert again['converted'] >= 15, autograph  # TFF's Keras model, metrics and optimizers
+  recorded_first = again['recorded'] - first['recorded']
+  converted_from_first = again['converted'] - first['converted']
+  recorded_again = after['recorded'] - again['recorded']
+  assert recorded_again == recorded_first - converted_from_first, (autograph, after)
+  assert after['converted'] == again['converted']

@@ -5,8 +5,9 @@ the tests is a child of it, a process of its own (pid, exit status, signals, std
 children), without the ~10 CPU-s of importing TensorFlow and TFF per run: the server imports
 `run.federated_trainer` as a module, and that import loads TensorFlow, TFF and the library
 (`federated_trainer.import_training_modules`; run as `python -m`, the trainer imports them only
-once its flags are checked). TEST_PRELOAD=0 runs every trainer as `sys.executable -m
-run.federated_trainer` instead. The tests that check what a fresh `python -m` process does at
+once its flags are checked), and it does AutoGraph's conversions for the children after the first
+that needed them (`run.autograph_cache`; TEST_AUTOGRAPH_CACHE=0 turns that off). TEST_PRELOAD=0
+runs every trainer as `sys.executable -m run.federated_trainer` instead. The tests that check what a fresh `python -m` process does at
 start (TF's import-time logging, what a bad flag costs) start real processes themselves
 (`real=True`).
 """
@@ -50,10 +51,14 @@ def command(args) -> list:
   return [sys.executable, '-m', TRAINER, *args]
 
 
-def _server(environment: dict) -> preload.Preloaded:
+def server(environment=None) -> preload.Preloaded:
+  """This pytest process's preloading server for `environment` (default `env()`)."""
+  environment = env() if environment is None else environment
   key = tuple(sorted(preload.import_time_env(environment).items()))
   if key not in _SERVERS:
-    _SERVERS[key] = preload.Preloaded([TRAINER], env=environment)
+    _SERVERS[key] = preload.Preloaded(
+      [TRAINER], env=environment, share_autograph=os.environ.get('TEST_AUTOGRAPH_CACHE') != '0'
+    )
   return _SERVERS[key]
 
 
@@ -68,7 +73,7 @@ def popen(args, *, real: bool = False, environment=None, cwd=REPO, **kwargs):
   environment = env() if environment is None else environment
   if real or os.environ.get('TEST_PRELOAD', '1') == '0':
     return subprocess.Popen(command(args), cwd=cwd, env=environment, **kwargs)  # noqa: S603
-  return _server(environment).popen(TRAINER, args, cwd=cwd, env=environment, **kwargs)
+  return server(environment).popen(TRAINER, args, cwd=cwd, env=environment, **kwargs)
 
 
 def run(args, *, timeout=None, **kwargs) -> subprocess.CompletedProcess:
