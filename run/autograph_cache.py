@@ -100,7 +100,10 @@ def record(path: str):
   convert = transpiler.PyToPy.transform_function
 
   def recording(self, fn, user_context):
-    cached = self._cache.has(fn, self.get_caching_key(user_context))  # pylint: disable=protected-access
+    try:
+      cached = self._cache.has(fn, self.get_caching_key(user_context))  # pylint: disable=protected-access
+    except Exception:  # pylint: disable=broad-except
+      cached = True  # nothing to record
     result = convert(self, fn, user_context)
     if not cached:
       try:

@@ -52,6 +52,7 @@ A_i (eigenvalues down to 0.014), so successive samples are correlated there.
 import collections
 import csv
 import dataclasses
+import functools
 import os
 import sys
 import time
@@ -64,19 +65,8 @@ import numpy as np
 from reproductions import publish
 import tff_adaptive  # noqa: F401  (first: quiets TensorFlow's C++ logging before TF loads)
 
-# isort: split
-import matplotlib
-import tensorflow as tf
-import tensorflow_federated as tff
-
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # noqa: E402
-
-from tff_adaptive import algorithms  # noqa: E402
-from tff_adaptive import engines  # noqa: E402
-from tff_adaptive import optimizers  # noqa: E402
-from tff_adaptive.algorithms import fedpa_math  # noqa: E402
-from tff_adaptive.core import seeds as seeds_lib  # noqa: E402
+# TensorFlow, TFF and matplotlib are imported by the functions that use them, after the flags
+# and --publish are checked: a refused command answers in a fraction of a second.
 
 FLAGS = flags.FLAGS
 
@@ -198,23 +188,32 @@ def sample_local_posteriors(As, mus, num_samples: int, temperature: float, rng) 
   return np.stack(out)
 
 
-@tf.function
-def _batched_posterior_deltas(x0s: tf.Tensor, samples: tf.Tensor, rho: tf.Tensor) -> tf.Tensor:
-  """fedpa_math's DP for B independent problems: x0s [B, d], samples [B, l, d] -> [B, d].
+@functools.cache
+def _batched_posterior_deltas():
+  """fedpa_math's DP for B independent problems, a tf.function: (x0s [B, d], samples
+  [B, l, d], rho) -> [B, d].
 
   The same steps as `fedpa_math.posterior_delta` (dp_init, dp_update per sample, dp_delta), in
   a graph loop instead of a Python-unrolled one (whose trace grows with l), vectorized over B.
   """
-  num_samples = samples.shape[1]
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-  def one(args):
-    x0, xs = args
-    state = fedpa_math.dp_init((x0,), num_samples)
-    for j in tf.range(num_samples):
-      state = fedpa_math.dp_update(state, (xs[j],), rho)
-    return fedpa_math.dp_delta(state, rho)[0]
+  from tff_adaptive.algorithms import fedpa_math  # pylint: disable=g-import-not-at-top
 
-  return tf.vectorized_map(one, (x0s, samples))
+  @tf.function
+  def deltas(x0s, samples, rho):
+    num_samples = samples.shape[1]
+
+    def one(args):
+      x0, xs = args
+      state = fedpa_math.dp_init((x0,), num_samples)
+      for j in tf.range(num_samples):
+        state = fedpa_math.dp_update(state, (xs[j],), rho)
+      return fedpa_math.dp_delta(state, rho)[0]
+
+    return tf.vectorized_map(one, (x0s, samples))
+
+  return deltas
 
 
 def dp_inverse_covariances(samples, rho: float) -> np.ndarray:
@@ -227,7 +226,9 @@ def dp_inverse_covariances(samples, rho: float) -> np.ndarray:
   b, l, d = samples.shape
   x0s = np.tile(np.vstack([np.eye(d), np.zeros((1, d))]), (b, 1))  # [B (d + 1), d]
   rep = np.repeat(samples, d + 1, axis=0)  # [B (d + 1), l, d]
-  deltas = _batched_posterior_deltas(
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  deltas = _batched_posterior_deltas()(
     tf.constant(x0s), tf.constant(rep), tf.constant(rho, tf.float64)
   ).numpy()
   deltas = deltas.reshape(b, d + 1, d)
@@ -295,6 +296,16 @@ def run_algorithms(problem: Problem, config: AlgorithmsConfig) -> dict[str, np.n
   project's `engines.InProcessEngine` with `algorithms.build_fedopt` (FedAvg) and
   `algorithms.build_fedpa` (IASG samples, DP delta), weights q_i = n_i (example weighting).
   """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+
+  from tff_adaptive import algorithms
+  from tff_adaptive import engines
+  from tff_adaptive import optimizers
+  from tff_adaptive.core import seeds as seeds_lib
+  # pylint: enable=g-import-not-at-top
+
   dim = problem.features[0].shape[1]
   spec = collections.OrderedDict(
     x=tf.TensorSpec([None, dim], tf.float32), y=tf.TensorSpec([None, 1], tf.float32)
@@ -371,6 +382,11 @@ def plot(
 ) -> None:
   """Panel (a): distances of the fixed points; panel (b) (if `rounds`, from `run_algorithms`
   with `config`): distance per round."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
   panels = 2 if rounds else 1
   fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.5), squeeze=False)
   ax = axes[0, 0]
@@ -480,6 +496,8 @@ def main(argv):
   if FLAGS.dry_run:
     print(f'would write distances.csv, rounds.csv and fedpa_least_squares.png into {out}')
     return 0
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   tf.get_logger().setLevel('ERROR')  # one trace per l is expected: no retracing warnings
   logging.set_verbosity(logging.WARNING)  # nor TFF's model-building info lines
   start = time.time()

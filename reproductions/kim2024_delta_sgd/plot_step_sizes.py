@@ -34,19 +34,8 @@ from absl import flags
 from reproductions import publish
 import tff_adaptive  # noqa: F401  (first: quiets TensorFlow's C++ logging before TF loads)
 
-# isort: split
-import matplotlib
-import tensorflow as tf
-import tensorflow_federated as tff
-
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # noqa: E402
-
-from tff_adaptive import tasks  # noqa: E402
-from tff_adaptive.algorithms import base as algorithm_base  # noqa: E402
-from tff_adaptive.core import local_loop  # noqa: E402
-from tff_adaptive.core import seeds  # noqa: E402
-from tff_adaptive.optimizers import delta_sgd  # noqa: E402
+# TensorFlow, TFF and matplotlib are imported by the functions that use them, after the flags
+# and --publish are checked: a refused command answers in a fraction of a second.
 
 flags.DEFINE_float('dirichlet_alpha', 0.1, 'Dirichlet label skew of the fmnist partition.')
 flags.DEFINE_integer('client', 0, 'Index of the client (0-99).')
@@ -73,6 +62,11 @@ SETTINGS = ('dirichlet_alpha', 'client', 'epochs', 'batch_size', 'seed', 'gradie
 
 def trace_step_sizes(model, features, seed, batch_size, epochs, hparams):
   """Runs Delta-SGD local training eagerly; returns one (eta, curvature, growth) per step."""
+  # pylint: disable=g-import-not-at-top
+  from tff_adaptive.core import local_loop
+  from tff_adaptive.optimizers import delta_sgd
+  # pylint: enable=g-import-not-at-top
+
   records = []
   step = delta_sgd.delta_sgd_step(hparams)
 
@@ -103,6 +97,20 @@ def main(argv):
   if FLAGS.dry_run:
     print(f'would write {out} and {os.path.splitext(out)[0]}.csv')
     return 0
+  # pylint: disable=g-import-not-at-top
+  import matplotlib
+
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  import tensorflow as tf
+  import tensorflow_federated as tff
+
+  from tff_adaptive import tasks
+  from tff_adaptive.algorithms import base as algorithm_base
+  from tff_adaptive.core import seeds
+  from tff_adaptive.optimizers import delta_sgd
+  # pylint: enable=g-import-not-at-top
+
   # Eagerly, TFF's traced forward_pass would keep the first step's dropout masks for every
   # step; running functions eagerly draws each step's masks from its seed, as the engines do.
   tf.config.run_functions_eagerly(True)
