@@ -437,11 +437,13 @@ def header_lines(title: str, s: Search, cells: list[search.Cell]) -> list[str]:
   base = publish.base_dir() + os.sep  # paths as typed from where the command ran
   example = shlex.join(trainer_command(cells[0], s.runs_dir)).replace(base, '') if cells else ''
   grid = s.grid
+  commit = _commit()
+  if commit.endswith('-dirty'):
+    commit += '; -dirty: with changes not committed yet'
   return [
     f'# {title}',
     '',
-    f'- Command: `{cell_runner.command_line(BAZEL_TARGET)}` (commit {_commit()}; -dirty: with '
-    'changes not committed yet, '
+    f'- Command: `{cell_runner.command_line(BAZEL_TARGET)}` (commit {commit}, '
     f'{datetime.datetime.now().isoformat(timespec="seconds")})',
     f'- Task {FLAGS.task}, {s.rounds} rounds per cell (the paper: '
     f'{LOOP[FLAGS.task][2] if FLAGS.task in LOOP else "not in the paper"}), evaluation every '
