@@ -123,11 +123,9 @@ class InProcessEngine(base.Engine):
     self.device = check_device(device)
     self.jit_compile = jit_compile
     with tf.device(self.device):
+      # Created here: variables created while the round function traces would make
+      # tf.function trace it twice.
       self._model = algorithm.model_fn()
-      # A second model for the probe trace of the client update (see `_round`). Both are
-      # created here: variables created while the round function traces would make
-      # tf.function trace it twice, reusing the model's first forward-pass trace.
-      self._probe_model = algorithm.model_fn()
     self._specs = local_loop.trainable_specs(self._model)
     self._finalizer = None
     self._round_fn = None
@@ -154,7 +152,37 @@ class InProcessEngine(base.Engine):
 
   # -- The round. ----------------------------------------------------------------------------
 
-  def _client(self, i, x_t, features, splits, seeds_, states, present, lr, broadcast):
+  def _client_update_fn(self, args) -> tf.types.experimental.ConcreteFunction:
+    """The client update on the workspace model, traced once for any client of the round.
+
+    The round's loop calls this one trace for each client, and the loop's carried structures
+    (extras, statistics, client state) come from its outputs: the client update (the model's
+    forward and backward pass, every local step) is traced once per round function, not once
+    for the structures and again for the loop.
+    """
+    x_t, features, _, _, _, _, _, broadcast = args
+    model, alg = self._model, self.algorithm
+
+    def client_update(x_t, features, seed, lr, broadcast, client_state):
+      return alg.client_update(model, x_t, features, seed, lr, broadcast, client_state)
+
+    client_state = ()
+    if alg.stateful_clients:
+      client_state = tuple(tf.TensorSpec(s.shape, s.dtype) for s in self._specs)
+    return tf.function(client_update, autograph=False).get_concrete_function(
+      tf.nest.map_structure(_as_spec, x_t),
+      collections.OrderedDict(
+        (k, tf.TensorSpec([None] + v.shape[1:].as_list(), v.dtype)) for k, v in features.items()
+      ),
+      tf.TensorSpec([2], tf.int64),
+      tf.TensorSpec([], tf.float32),
+      tf.nest.map_structure(_as_spec, broadcast),
+      client_state,
+    )
+
+  def _client(
+    self, client_update, i, x_t, features, splits, seeds_, states, present, lr, broadcast
+  ):
     alg = self.algorithm
     start, end = splits[i], splits[i + 1]
     data = collections.OrderedDict((k, v[start:end]) for k, v in features.items())
@@ -164,31 +192,7 @@ class InProcessEngine(base.Engine):
       client_state = tuple(
         tf.where(present[i], stored[i], new) for stored, new in zip(states, fresh)
       )
-    return alg.client_update(self._model, x_t, data, seeds_[i], lr, broadcast, client_state)
-
-  def _client_output_spec(self, args) -> algorithm_base.ClientOutput:
-    """TensorSpecs of one client's `ClientOutput`, from a trace on the probe model."""
-    x_t, features, splits, seeds_, states, present, lr, broadcast = args
-    model, alg = self._probe_model, self.algorithm
-
-    def probe(x_t, features, seed, lr, broadcast, client_state):
-      return alg.client_update(model, x_t, features, seed, lr, broadcast, client_state)
-
-    as_spec = lambda t: tf.TensorSpec(t.shape, t.dtype)
-    client_state = ()
-    if alg.stateful_clients:
-      client_state = tuple(tf.TensorSpec(s.shape, s.dtype) for s in self._specs)
-    concrete = tf.function(probe, autograph=False).get_concrete_function(
-      tf.nest.map_structure(as_spec, x_t),
-      collections.OrderedDict(
-        (k, tf.TensorSpec([None] + v.shape[1:].as_list(), v.dtype)) for k, v in features.items()
-      ),
-      tf.TensorSpec([2], tf.int64),
-      tf.TensorSpec([], tf.float32),
-      tf.nest.map_structure(as_spec, broadcast),
-      client_state,
-    )
-    return tf.nest.map_structure(as_spec, concrete.structured_outputs)
+    return client_update(x_t, data, seeds_[i], lr, broadcast, client_state)
 
   def _round(self, state, features, splits, seeds_, states, present):
     alg = self.algorithm
@@ -212,10 +216,8 @@ class InProcessEngine(base.Engine):
         tf.nest.map_structure(tf.maximum, stat_max, out.stats),
       )
 
-    # The structures the loop carries (extras, statistics, client state) come from a probe
-    # trace of the client update on a second model: tracing it on the workspace model outside
-    # the loop would leave that model's traced forward pass holding the probe's step seeds.
-    spec = self._client_output_spec(args)
+    client_update = self._client_update_fn(args)
+    spec = tf.nest.map_structure(_as_spec, client_update.structured_outputs)
     zeros = lambda specs: tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), specs)
     fill = lambda specs, v: tf.nest.map_structure(lambda s: tf.fill(s.shape, v), specs)
     carry = (
@@ -232,7 +234,7 @@ class InProcessEngine(base.Engine):
     ]
 
     def body(i, carry, new_states):
-      out = self._client(i, *args)
+      out = self._client(client_update, i, *args)
       new_states = [ta.write(i, s) for ta, s in zip(new_states, tf.nest.flatten(out.state))]
       return i + 1, fold(carry, out), new_states
 
