@@ -11,11 +11,7 @@ bash tools/setup.sh
 export TFF_ADAPTIVE_TEST_RUN="test-run-$$-$(date +%s%N)"
 status=0
 # Test files run in parallel, one file per worker at a time (--dist loadfile keeps a file's
-# shared trainer runs in one process); TEST_WORKERS=0 runs serially. With two workers (and
-# their trainer children) on two cores, each TF process's own thread pools only contend for
-# the same cores: one intra-op and one inter-op thread per process (unless set) used 8-12% less
-# CPU for the same tests (engine parity on fmnist, two copies at once: 165 vs 181 s).
-export TF_NUM_INTRAOP_THREADS="${TF_NUM_INTRAOP_THREADS:-1}" TF_NUM_INTEROP_THREADS="${TF_NUM_INTEROP_THREADS:-1}"
+# shared trainer runs in one process); TEST_WORKERS=0 runs serially.
 TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile "$@" || status=$?
 sleep 1
 leaked=""
