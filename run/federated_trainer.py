@@ -13,8 +13,10 @@ written.
 
 Exit codes: 0 done (or already done); 2 bad input (flag, data, experiment directory held by
 another run, a different run in it, unreadable checkpoints or metrics, a worker of --workers
-not reachable); 3 training diverged; 4 a remote worker stopped answering mid-run; 130
-interrupted, 143 terminated (rerun the same command to resume, after 4 with the worker back).
+not reachable); 3 training diverged; 4 a remote worker stopped answering mid-run; 5 no space
+left on the device of the experiment directory (the file is named; nothing half-written is
+kept); 130 interrupted, 143 terminated (rerun the same command to resume: after 4 with the
+worker back, after 5 with space freed).
 """
 
 import contextlib
@@ -86,6 +88,14 @@ def _on_sigterm(signum, frame):
 def _fail(message: str, code: int) -> None:
   print(f'federated_trainer: error: {message}', file=sys.stderr, flush=True)
   sys.exit(code)
+
+
+def _fail_disk_full(path: str, output_dir: str) -> None:
+  _fail(
+    f'no space left on device writing {path}; checkpoints and metrics written before it are '
+    f'intact in {output_dir}: free space, then rerun the same command to resume',
+    5,
+  )
 
 
 def _summary(row) -> str:
@@ -202,6 +212,12 @@ def _train(config, output_dir: str) -> None:
     runtime.WorkerUnreachableError,
   ) as e:
     _fail(str(e), 2)
+  except outputs.DiskFullError as e:  # hparams.json
+    _fail_disk_full(e.path, output_dir)
+  except OSError as e:  # the directory or its lock
+    if not outputs.is_disk_full(e):
+      raise
+    _fail_disk_full(e.filename or output_dir, output_dir)
 
   tf.keras.utils.set_random_seed(config.seed)
   initial_weights = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(config.seed))
@@ -243,6 +259,8 @@ def _train(config, output_dir: str) -> None:
       )
   except training_loop.DivergenceError as e:
     _fail(str(e), 3)
+  except outputs.DiskFullError as e:
+    _fail_disk_full(e.path, output_dir)
   except (datasets.DataNotFoundError, datasets.DataFormatError) as e:
     # Clients load lazily: a damaged client surfaces in the round that samples it.
     _fail(f'{e}; checkpoints and metrics written so far are intact in {output_dir}', 2)

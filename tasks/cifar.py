@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_adaptive import datasets
+from tff_adaptive.datasets import checks
 from tff_adaptive.tasks import base
 from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import reddi_models
@@ -51,6 +52,8 @@ def _arrays(images: np.ndarray, labels: np.ndarray) -> base.ClientArrays:
 
 def cifar100_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
   """TFF CIFAR-100 features -> x uint8 [n, 32, 32, 3], y = fine label int32 [n]."""
+  # No range check of `image`: TFF's parser casts the stored int64 values to uint8 (they wrap).
+  checks.check_labels('label', raw['label'], 100)
   return _arrays(raw['image'], raw['label'])
 
 

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_adaptive import datasets
+from tff_adaptive.datasets import checks
 from tff_adaptive.tasks import base
 from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import models
@@ -41,6 +42,8 @@ AE_DEFAULTS = catalog.TASKS['emnist_ae'].defaults
 
 def cr_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
   """TFF EMNIST features -> x float32 [n, 28, 28, 1] (as stored), y int32 [n]."""
+  checks.check_in_range('pixels', raw['pixels'], 0.0, 1.0)
+  checks.check_labels('label', raw['label'], NUM_CLASSES)
   return collections.OrderedDict(
     x=raw['pixels'].astype(np.float32)[..., None], y=raw['label'].astype(np.int32)
   )
@@ -48,6 +51,7 @@ def cr_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
 
 def ae_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
   """TFF EMNIST features -> x = y = 1 - pixels, float32 [n, 784]."""
+  checks.check_in_range('pixels', raw['pixels'], 0.0, 1.0)
   x = 1.0 - raw['pixels'].astype(np.float32).reshape(-1, 28 * 28)
   return collections.OrderedDict(x=x, y=x.copy())
 

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_adaptive import datasets
+from tff_adaptive.datasets import checks
 from tff_adaptive.tasks import base
 from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import metrics
@@ -63,6 +64,7 @@ def snippet_rows(snippet: bytes, sequence_length: int = SEQUENCE_LENGTH) -> np.n
 
 def to_arrays(raw: collections.OrderedDict) -> base.ClientArrays:
   """TFF Shakespeare features (``snippets`` bytes [n]) -> x, y int32 [rows, 80]."""
+  checks.check_some_text('snippets', raw['snippets'])
   rows = [snippet_rows(bytes(s)) for s in raw['snippets']]
   seq = np.concatenate(rows) if rows else np.zeros((0, SEQUENCE_LENGTH + 1), np.int32)
   return collections.OrderedDict(x=seq[:, :-1].copy(), y=seq[:, 1:].copy())

@@ -47,6 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_adaptive import datasets
+from tff_adaptive.datasets import checks
 from tff_adaptive.tasks import base
 from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import metrics
@@ -79,6 +80,7 @@ def nwp_arrays(
   max_examples: int = MAX_EXAMPLES_PER_CLIENT,
 ) -> base.ClientArrays:
   """Raw Stack Overflow features -> x, y int32 [n, 20] (module doc), n <= max_examples."""
+  checks.check_some_text('tokens', raw['tokens'])
   n = _first(raw, max_examples)
   seq = np.zeros((n, SEQUENCE_LENGTH + 1), np.int32)
   for i in range(n):
@@ -98,6 +100,8 @@ def lr_arrays(
   max_examples: int = MAX_EXAMPLES_PER_CLIENT,
 ) -> base.ClientArrays:
   """Raw features -> x float32 [n, 10000] bag of words, y float32 [n, 500] tags (module doc)."""
+  checks.check_some_text('tokens', raw['tokens'])
+  checks.check_some_text('tags', raw['tags'])
   n = _first(raw, max_examples)
   x = np.zeros((n, VOCAB_SIZE + 1), np.float32)
   y = np.zeros((n, NUM_TAGS), np.float32)

@@ -3,15 +3,18 @@
 End-to-end, as subprocesses of `python -m run.federated_trainer` (helpers from test_trainer):
 one lock per experiment, checkpoint fallback, metrics.csv checked on resume, SIGTERM like
 Ctrl-C, finished and extended runs, ignored flags, a damaged hparams.json, the experiment
-directory under a file, and a randomised kill test. Every run is compared with one
-uninterrupted reference run (`reference`).
+directory under a file, a full disk (a small tmpfs, where this machine lets the tests mount
+one), and a randomised kill test. Every run is compared with one uninterrupted reference run
+(`reference`).
 """
 
 import json
 import os
+import pathlib
 import random
 import shutil
 import signal
+import subprocess
 import time
 
 import pytest
@@ -280,3 +283,67 @@ def test_random_kills_including_during_checkpoint_writes_resume_exactly(tmp_path
   assert kills == 5
   run_trainer([*args, f'--root_output_dir={tmp_path / "killed"}'])
   _same_as_reference(experiment_in(tmp_path / 'killed'), experiment_in(tmp_path / 'reference'))
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+  """`resize(kib)`: tmp_path/disk as a tmpfs of that many KiB (mounted on first call, remounted
+  after); root only, skipped where mounting is not allowed. Unmounted after the test."""
+  mount_point = tmp_path / 'disk'
+  mount_point.mkdir()
+  mounted = []
+
+  def resize(kib: int) -> pathlib.Path:
+    options = f'size={kib}k' if not mounted else f'remount,size={kib}k'
+    proc = subprocess.run(
+      ['mount', '-t', 'tmpfs', '-o', options, 'tmpfs', str(mount_point)],
+      capture_output=True,
+      text=True,
+      check=False,
+    )
+    if proc.returncode != 0:
+      assert not mounted, proc.stderr  # a remount that fails is a failure, not a skip
+      pytest.skip(f'cannot mount a tmpfs here ({proc.stderr.strip()}); test_disk_full.py injects')
+    mounted.append(kib)
+    return mount_point
+
+  if os.geteuid() != 0:
+    pytest.skip('mounting a small filesystem needs root; test_disk_full.py injects the fault')
+  yield resize
+  if mounted:
+    subprocess.run(['umount', '-l', str(mount_point)], check=False)
+
+
+def _kib_on_tmpfs(directory: pathlib.Path) -> int:
+  """What the files under `directory` take on a tmpfs: whole 4 KiB pages."""
+  pages = sum(-(-p.stat().st_size // 4096) for p in directory.rglob('*') if p.is_file())
+  return 4 * pages
+
+
+def test_a_full_disk_exits_5_naming_the_file_and_resumes_exactly_once_space_is_freed(
+  reference, small_disk
+):
+  """Run A into a filesystem with half the space it needs: exit 5, one line naming the file,
+  no temporary left, metrics.csv a prefix of the uninterrupted run's; then, the filesystem
+  grown, the same command ends exactly as the uninterrupted run. (Each kind of file on a full
+  disk, by fault injection: test_disk_full.py.)"""
+  needed = _kib_on_tmpfs(reference)
+  disk = small_disk(needed // 2)
+  args = [*ARGS, f'--root_output_dir={disk}']
+  trainer = Trainer(args)
+  assert trainer.finish() == 5, trainer.report()
+  _assert_workers_gone(trainer.workers)
+  line = _one_error_line(trainer)
+  experiment = disk / NAME
+  assert f'no space left on device writing {experiment}/' in line, line
+  assert 'free space, then rerun the same command to resume' in line
+  assert [p for p in experiment.rglob('*') if '_temp' in p.name or '.tmp' in p.name] == []
+  _, rows = _read_metrics(experiment)
+  _, reference_rows = _read_metrics(reference)
+  assert 0 < len(rows) < len(reference_rows)
+  for row, reference_row in zip(rows, reference_rows):  # columns of later rounds: empty here
+    assert row == {k: v for k, v in reference_row.items() if k in row}
+    assert all(reference_row[k] == '' for k in reference_row.keys() - row.keys())
+  small_disk(4 * needed)
+  run_trainer(args)
+  _same_as_reference(experiment, reference)

@@ -1,17 +1,29 @@
-"""What a run writes besides metrics.csv: hparams.json and the per-client evaluation files.
+"""What a run writes besides metrics.csv: hparams.json and the per-client evaluation files,
+and what a full disk means for any of the run's files.
 
 hparams.json holds everything that shaped a run. Its top-level `runtime` section (evaluation
 and checkpoint cadence, device, data location) is recorded but not fingerprinted: a rerun may
 change it and still resume. Any other difference refuses to resume, naming the changed parts
 first (`client.optimizer.name: 'delta_sgd' -> 'sps'`), then other keys.
+
+Every file of a run directory is written whole or not at all (a temporary beside it, then a
+rename: TFF's `<path>_tempNNNN` for metrics.csv and checkpoints, `<path>.tmp*` here). When the
+disk fills during a write (`writing`), the write's temporary is removed and `DiskFullError`
+names the file; temporaries that a killed run left are removed at the next start
+(`remove_stale_temporaries`).
 """
 
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Mapping
+import contextlib
 import csv
+import errno
+import glob
 import hashlib
 import json
 import os
+import shutil
 from typing import Any
 
 HPARAMS_FILE = 'hparams.json'
@@ -22,11 +34,99 @@ class ConfigMismatchError(ValueError):
   """An experiment directory holds a run with different hyperparameters."""
 
 
+class DiskFullError(OSError):
+  """A file of the run could not be written: no space left on its device (or quota)."""
+
+  def __init__(self, path: str):
+    super().__init__(errno.ENOSPC, 'no space left on device', path)
+    self.path = path
+
+
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+# TensorFlow's file writes (checkpoints, TensorBoard events, tf.io.gfile) raise
+# tf.errors.ResourceExhaustedError (or another OpError) carrying the C library's message.
+_FULL_MESSAGES = ('No space left on device', 'Disk quota exceeded')
+
+
+def is_disk_full(error: BaseException | None) -> bool:
+  """Whether `error`, or an exception it was raised from, says the disk is full (or the quota).
+
+  An OSError by its errno (ENOSPC, EDQUOT); any other error (TensorFlow's) by its message.
+  """
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, OSError):
+      if error.errno in _FULL_ERRNOS:
+        return True
+    elif any(text in str(error) for text in _FULL_MESSAGES):
+      return True
+    error = error.__cause__ or error.__context__
+  return False
+
+
+def _temporaries(path: str) -> list[str]:
+  """What an interrupted atomic write of `path` leaves: TFF's `<path>_tempNNNN` (a file, or a
+  checkpoint's directory) and this module's `<path>.tmp*`."""
+  escaped = glob.escape(path)
+  return sorted(glob.glob(f'{escaped}_temp[0-9]*') + glob.glob(f'{escaped}.tmp*'))
+
+
+def _remove_path(path: str) -> None:
+  if os.path.isdir(path) and not os.path.islink(path):
+    shutil.rmtree(path, ignore_errors=True)
+  else:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(path)
+
+
+@contextlib.contextmanager
+def writing(path: str) -> Iterator[None]:
+  """Runs a write of `path`; if the disk is full, removes the write's temporaries and raises
+  `DiskFullError(path)` (from the original error). Other errors pass unchanged."""
+  try:
+    yield
+  except DiskFullError:
+    raise
+  except Exception as e:
+    if not is_disk_full(e):
+      raise
+    for leftover in _temporaries(path):
+      _remove_path(leftover)
+    raise DiskFullError(path) from e
+
+
+# The files of a run directory written through a temporary (see the module docstring).
+_ATOMIC_FILES = (
+  'metrics.csv',
+  HPARAMS_FILE,
+  'client_eval/round_*.csv',
+  'checkpoints/program_state_*',
+)
+
+
+def remove_stale_temporaries(output_dir: str) -> list[str]:
+  """Removes the temporaries of interrupted writes in `output_dir` (a killed run's, or one
+  whose disk filled); returns their paths relative to `output_dir`, sorted.
+
+  Only for the run that owns the directory (it holds `run_dir.RunLock`): another process's
+  write in progress would lose its temporary.
+  """
+  removed = set()
+  for pattern in _ATOMIC_FILES:
+    base = os.path.join(glob.escape(output_dir), pattern)
+    for leftover in glob.glob(f'{base}_temp[0-9]*') + glob.glob(f'{base}.tmp*'):
+      _remove_path(leftover)
+      removed.add(os.path.relpath(leftover, output_dir))
+  return sorted(removed)
+
+
 def write_json_atomically(path: str, value: Any) -> None:
   tmp = f'{path}.tmp{os.getpid()}'
-  with open(tmp, 'w') as f:
-    json.dump(value, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)
+  with writing(path):
+    with open(tmp, 'w') as f:
+      json.dump(value, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
 
 
 def _leaves(value: Any, prefix: str = '') -> dict[str, Any]:

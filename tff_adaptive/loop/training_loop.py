@@ -19,6 +19,11 @@ exactly.
 
 Ctrl-C and SIGTERM stop the loop after the round in progress, with a checkpoint of that round
 (`stopping.StopAtRoundEnd`); a second one stops at once.
+
+A full disk while any of these is written stops the loop with `outputs.DiskFullError` naming
+the file; every file is written whole or not at all, so the latest checkpoint stays the last
+complete one and a rerun resumes from it. Temporaries of interrupted writes (a kill mid-write)
+are removed when the loop starts, in one line on `warn`.
 """
 
 import asyncio
@@ -303,8 +308,17 @@ def run_training(
     ResumeError: no checkpoint loads, or metrics.csv does not hold the checkpointed rounds.
     WorkerLostError: a remote worker (`runtime.remote_execution`) died during a round, named with the
       round; the round's row is not written.
+    outputs.DiskFullError: a file of the run could not be written for want of space, named;
+      its temporaries are removed and the previous checkpoint is the latest.
   """
   output_dir = config.output_dir
+  stale = outputs.remove_stale_temporaries(output_dir)
+  if stale:
+    print(
+      f'removed what interrupted writes left in {output_dir}: {", ".join(stale)}',
+      file=warn,
+      flush=True,
+    )
   state_manager = tff.program.FileProgramStateManager(
     os.path.join(output_dir, 'checkpoints'), keep_total=KEEP_CHECKPOINTS, keep_first=False
   )
@@ -351,8 +365,10 @@ def run_training(
 
   def checkpoint(round_num):
     if store is not None:
-      store.commit(round_num)  # before the checkpoint: every checkpoint has its snapshot
-    asyncio.run(state_manager.save(state, round_num))
+      with outputs.writing(store.root):
+        store.commit(round_num)  # before the checkpoint: every checkpoint has its snapshot
+    with outputs.writing(os.path.join(output_dir, 'checkpoints', f'program_state_{round_num}')):
+      asyncio.run(state_manager.save(state, round_num))
 
   with stopping.StopAtRoundEnd(log) as stop:
     for round_num in range(start_round + 1, config.total_rounds + 1):
@@ -404,8 +420,9 @@ def run_training(
         )
       state = result.state
       if store is not None:
-        for cid, client_state in zip(sampled, result.client_states):
-          store.put(cid, client_state, round_num)
+        with outputs.writing(store.root):
+          for cid, client_state in zip(sampled, result.client_states):
+            store.put(cid, client_state, round_num)
       last = round_num == config.total_rounds
       if round_num % config.rounds_per_eval == 0 or last:
         # A finite model can still have infinite losses (e.g. after a huge server step): they
@@ -417,12 +434,20 @@ def run_training(
           if client_test is not None:
             summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
             row.update(_flatten('eval_client', summary))
-            outputs.write_client_eval(output_dir, round_num, per_client)
+            client_eval = os.path.join(output_dir, 'client_eval', f'round_{round_num:05d}.csv')
+            with outputs.writing(client_eval):
+              outputs.write_client_eval(output_dir, round_num, per_client)
         tracker.add(row, round_num)
       round_times.append(time.perf_counter() - started)
       row['seconds_per_round'] = round_times[-1]
-      asyncio.run(csv_manager.release(row, round_num))
-      asyncio.run(tb_manager.release(row, round_num))
+      with outputs.writing(metrics_path):
+        asyncio.run(csv_manager.release(row, round_num))
+      with outputs.writing(os.path.join(output_dir, 'tensorboard')):
+        asyncio.run(tb_manager.release(row, round_num))
+        # The writer would flush on its own schedule, where a failure (a full disk) is only
+        # logged: flushed here, it raises in the round that wrote, and TensorBoard shows each
+        # round as it ends.
+        tb_manager._summary_writer.flush()  # noqa: SLF001  (TFF keeps its writer private)
       checkpointed = round_num % config.rounds_per_checkpoint == 0 or last
       if checkpointed:
         checkpoint(round_num)
