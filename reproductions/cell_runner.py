@@ -249,9 +249,8 @@ class Runner:
     if error:
       self.errors[cell.name] = error
     path = status_path(self.runs_dir, cell)
-    with open(path + '.tmp', 'w') as f:
+    with publish.atomic_output(path) as f:
       json.dump(record, f, indent=1)
-    os.replace(path + '.tmp', path)
     print(f'ended {cell.name}: {self.describe(code)}', flush=True)
 
   def _progress(self, running: dict[str, _Running], pending: list) -> str:

@@ -16,10 +16,16 @@ with, recorded beside it in `reproductions/<paper>/results/publish.json`, one en
 `PublishError`, one line naming the flag and value (or each differing setting, with the committed
 value); drivers print it and exit 2 before anything runs or is written. So a trial run
 (`--rounds=3`) cannot replace a committed table, with or without --publish.
+
+Every table and figure a driver writes goes through a temporary beside it and a rename
+(`atomic_output`, `save_figure`): a driver stopped mid-write (Ctrl-C, SIGKILL, a full disk)
+leaves the previous file whole, never half of a new one.
 """
 
+from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
+import contextlib
 import hashlib
 import json
 import numbers
@@ -31,6 +37,32 @@ PUBLISH_HELP = (
   'Write into the committed results folder (publish.json beside it records where): only with the '
   "committed result's settings; anything else is refused (exit 2)."
 )
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, newline: str | None = None) -> Iterator[Any]:
+  """A text file open for writing at a temporary beside `path`, renamed onto `path` when the
+  block ends; removed instead if the block raises (or the process dies before the rename)."""
+  tmp = f'{path}.tmp{os.getpid()}'
+  try:
+    with open(tmp, 'w', newline=newline) as f:
+      yield f
+    os.replace(tmp, path)
+  finally:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(tmp)
+
+
+def save_figure(fig: Any, path: str, **kwargs: Any) -> None:
+  """`fig.savefig(path, **kwargs)` through a temporary (same extension, so the same format)."""
+  root, extension = os.path.splitext(path)
+  tmp = f'{root}.tmp{os.getpid()}{extension}'
+  try:
+    fig.savefig(tmp, **kwargs)
+    os.replace(tmp, path)
+  finally:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(tmp)
 
 
 class PublishError(ValueError):

@@ -129,10 +129,14 @@ def _execution(config):
     return contextlib.nullcontext()
   if config.runtime.workers:
     return runtime.remote_execution(
-      config.runtime.workers, connect_timeout_s=config.runtime.worker_connect_timeout
+      config.runtime.workers,
+      connect_timeout_s=config.runtime.worker_connect_timeout,
+      round_timeout_s=config.runtime.worker_round_timeout,
     )
   if config.runtime.local_workers is not None:
-    return runtime.local_workers_execution(config.runtime.local_workers)
+    return runtime.local_workers_execution(
+      config.runtime.local_workers, round_timeout_s=config.runtime.worker_round_timeout
+    )
   return runtime.local_execution()
 
 

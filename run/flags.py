@@ -69,6 +69,14 @@ flags.DEFINE_float(
   10.0,
   'Seconds each --workers worker has to accept a gRPC connection at start.',
 )
+flags.DEFINE_float(
+  'worker_round_timeout',
+  None,
+  '--workers / --local_workers: seconds a worker has to answer its share of a round; one that '
+  'does not (hung, while its host still answers) is reported like a lost worker (exit 4, the '
+  'round and worker named). Default: no limit (gRPC keepalive notices a vanished host in ~6.5 '
+  'minutes).',
+)
 flags.DEFINE_integer(
   'local_workers',
   None,
@@ -355,7 +363,15 @@ SECTIONS = (
   ('Outputs', ('root_output_dir', 'experiment_name')),
   (
     'Engine and workers',
-    ('engine', 'device', 'xla', 'workers', 'worker_connect_timeout', 'local_workers'),
+    (
+      'engine',
+      'device',
+      'xla',
+      'workers',
+      'worker_connect_timeout',
+      'worker_round_timeout',
+      'local_workers',
+    ),
   ),
 )
 
@@ -406,6 +422,7 @@ class RuntimeConfig:
   device: str | None = None
   workers: tuple[str, ...] = ()
   worker_connect_timeout: float = 10.0
+  worker_round_timeout: float | None = None
   local_workers: int | None = None
   target_metric: str = 'eval_accuracy'
   rounds_to_target: tuple[float, ...] = ()
@@ -760,6 +777,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
     'client_epochs_max',
     'adafedadam_gradient_examples',
     'worker_connect_timeout',
+    'worker_round_timeout',
   ):
     _positive(name, FLAGS[name].value)
   if FLAGS.adaadam_certainty_lr_from_step < 0:
@@ -935,6 +953,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       device=FLAGS.device,
       workers=workers,
       worker_connect_timeout=FLAGS.worker_connect_timeout,
+      worker_round_timeout=FLAGS.worker_round_timeout,
       local_workers=FLAGS.local_workers,
       target_metric=FLAGS.target_metric,
       rounds_to_target=targets.parse_thresholds('rounds_to_target', FLAGS.rounds_to_target),

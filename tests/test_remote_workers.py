@@ -12,6 +12,8 @@
   trainer resumed, so the loss lands in a known round): exit code 4, one stderr line naming
   the worker and the round, every finished round's row intact; rerunning with live workers
   finishes bit-identical to an uninterrupted run on two workers.
+* A worker frozen mid-run (its worker_binary SIGSTOPped: the socket still answers) is lost
+  after --worker_round_timeout, reported the same way; the rerun is again bit-identical.
 * An unreachable worker at start: exit code 2, one line naming it, nothing written.
 * `run.worker`: serves only its address (its worker_binary in a private network namespace),
   stops on SIGINT/SIGTERM with exit code 0, and its worker_binary dies with it even on SIGKILL.
@@ -222,13 +224,24 @@ def test_workers_write_the_local_runs_metrics(task, tmp_path, workers):
   assert _without_timing(outputs['local_workers'][0]) == _without_timing(outputs['workers'][0])
 
 
+_LOSS_ARGS = ('--rounds_per_checkpoint=1',)
+_REFERENCE_ROWS = []
+
+
+def _two_worker_reference(args, root: pathlib.Path, a, b) -> list:
+  """metrics.csv of the uninterrupted run of `args` on two workers (made once per module)."""
+  if not _REFERENCE_ROWS:
+    reference = _train([*args, f'--workers={a.address},{b.address}'], root)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    (reference_dir,) = root.iterdir()
+    _REFERENCE_ROWS.extend(_rows(reference_dir / 'metrics.csv'))
+  return _REFERENCE_ROWS
+
+
 def test_lost_worker_is_named_with_its_round_and_resume_is_exact(tmp_path, workers):
-  args = [*_args('synthetic'), '--rounds_per_checkpoint=1']
+  args = [*_args('synthetic'), *_LOSS_ARGS]
   a, b = workers(2)
-  reference = _train([*args, f'--workers={a.address},{b.address}'], tmp_path / 'reference')
-  assert reference.returncode == 0, reference.stderr[-3000:]
-  (reference_dir,) = (tmp_path / 'reference').iterdir()
-  reference_rows = _rows(reference_dir / 'metrics.csv')
+  reference_rows = _two_worker_reference(args, tmp_path / 'reference', a, b)
 
   root = tmp_path / 'faulty'
   trainer = _start([*args, f'--workers={a.address},{b.address}'], root)
@@ -263,6 +276,48 @@ def test_lost_worker_is_named_with_its_round_and_resume_is_exact(tmp_path, worke
   assert checkpoints[-1] == f'program_state_{lost_round - 1}'
 
   (c,) = workers(1)  # a new worker in place of the lost one
+  resumed = _train([*args, f'--workers={a.address},{c.address}'], root)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f'Resuming {experiment} after round {lost_round - 1}' in resumed.stdout
+  assert _without_timing(_rows(experiment / 'metrics.csv')) == _without_timing(reference_rows)
+
+
+def test_a_hung_worker_is_lost_after_the_round_timeout_and_resume_is_exact(tmp_path, workers):
+  """A worker frozen mid-run (SIGSTOP: its host and socket still answer, so gRPC sees nothing
+  wrong) is reported like a lost one once --worker_round_timeout passes: exit 4, one line
+  naming the round and the worker; the rerun with another worker ends as the uninterrupted
+  run."""
+  args = [*_args('synthetic'), *_LOSS_ARGS]
+  a, b = workers(2)
+  reference_rows = _two_worker_reference(args, tmp_path / 'reference', a, b)
+  root = tmp_path / 'hung'
+  trainer = _start([*args, f'--workers={a.address},{b.address}', '--worker_round_timeout=3'], root)
+  try:
+    for line in trainer.stdout:
+      if line.startswith('round 2/'):
+        break
+    os.kill(b.binary_pid, signal.SIGSTOP)
+    stdout, stderr = trainer.communicate(timeout=RUN_TIMEOUT_S)
+  finally:
+    os.kill(b.binary_pid, signal.SIGCONT)
+    if trainer.poll() is None:
+      trainer.kill()
+      trainer.wait()
+  assert trainer.returncode == 4, stderr[-3000:]
+  lines = _stderr_lines(stderr)
+  assert len(lines) == 1, lines
+  [line] = lines
+  match = re.match(
+    rf'federated_trainer: error: round (\d+): worker {re.escape(b.address)} did not answer its '
+    r'share of the round within 3 s \(--worker_round_timeout\); checkpoints and metrics up to '
+    r'round (\d+) are intact in ',
+    line,
+  )
+  assert match, line
+  lost_round = int(match.group(1))
+  assert lost_round >= 3 and int(match.group(2)) == lost_round - 1
+  (experiment,) = root.iterdir()
+  (c,) = workers(1)
   resumed = _train([*args, f'--workers={a.address},{c.address}'], root)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f'Resuming {experiment} after round {lost_round - 1}' in resumed.stdout

@@ -365,7 +365,7 @@ def run_algorithms(problem: Problem, config: AlgorithmsConfig) -> dict[str, np.n
 
 
 def write_csv(path, k_values, fedavg, l_values, fedpa, reference_rows) -> None:
-  with open(path, 'w', newline='') as f:
+  with publish.atomic_output(path, newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['method', 'K_or_l', 'distance', 'std', 'min', 'max', 'seeds'])
     for k, dist in zip(k_values, fedavg):
@@ -442,7 +442,7 @@ def plot(
     ax.legend(fontsize=8)
   fig.suptitle(title, fontsize=10)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  publish.save_figure(fig, path, dpi=120)
   plt.close(fig)
 
 
@@ -543,7 +543,7 @@ def main(argv):
   if FLAGS.rounds > 0:
     config = AlgorithmsConfig(rounds=FLAGS.rounds, epochs=FLAGS.epochs)
     rounds = run_algorithms(problem, config)
-    with open(os.path.join(out, 'rounds.csv'), 'w', newline='') as f:
+    with publish.atomic_output(os.path.join(out, 'rounds.csv'), newline='') as f:
       writer = csv.writer(f)
       writer.writerow(['round', *rounds])
       for t, row in enumerate(zip(*rounds.values())):

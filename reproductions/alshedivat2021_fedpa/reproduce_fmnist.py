@@ -229,7 +229,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
   os.makedirs(out, exist_ok=True)
   results = {c.name: cell_result(runs_dir, c) for c in cells}
   rows = table_rows(cells, results)
-  with open(os.path.join(out, 'fedpa_fmnist.csv'), 'w', newline='') as f:
+  with publish.atomic_output(os.path.join(out, 'fedpa_fmnist.csv'), newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
@@ -251,7 +251,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     '|' + '---|' * len(rows[0]),
     *('| ' + ' | '.join(str(v) for v in row.values()) + ' |' for row in rows),
   ]
-  with open(os.path.join(out, 'fedpa_fmnist.md'), 'w') as f:
+  with publish.atomic_output(os.path.join(out, 'fedpa_fmnist.md')) as f:
     f.write('\n'.join(lines) + '\n')
   print('\n'.join(summary_lines(cells, results)), flush=True)
   print(f'wrote {out}/fedpa_fmnist.csv and .md', flush=True)
@@ -295,7 +295,7 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) ->
   diff_ax.legend(fontsize=7)
   fig.tight_layout()
   path = os.path.join(out, 'fedpa_fmnist.png')
-  fig.savefig(path, dpi=120)
+  publish.save_figure(fig, path, dpi=120)
   plt.close(fig)
   print(f'wrote {path}', flush=True)
 

@@ -172,7 +172,7 @@ def _save(fig, path: str | os.PathLike) -> None:
   directory = os.path.dirname(os.fspath(path))
   if directory:
     os.makedirs(directory, exist_ok=True)
-  fig.savefig(path, dpi=120)
+  publish.save_figure(fig, os.fspath(path), dpi=120)
 
 
 def _prefixed(setup: str | None, title: str) -> str:

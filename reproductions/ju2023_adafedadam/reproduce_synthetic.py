@@ -311,11 +311,11 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
   everything = cells + extra_cells
   results = {c.name: cell_result(runs_dir, c) for c in everything}
   rows = table(cells, results)
-  with open(os.path.join(out, 'table5_synthetic.csv'), 'w', newline='') as f:
+  with publish.atomic_output(os.path.join(out, 'table5_synthetic.csv'), newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
-  with open(os.path.join(out, 'fedprox_mu.csv'), 'w', newline='') as f:
+  with publish.atomic_output(os.path.join(out, 'fedprox_mu.csv'), newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(tuning[0]))
     writer.writeheader()
     writer.writerows(tuning)
@@ -358,7 +358,7 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
     r = results[cell.name]
     fmt = lambda v: '' if v is None else f'{v:.2f}'
     lines.append(f'| {cell.name} | {r.rounds} | {fmt(r.avg)} | {fmt(r.std)} | {fmt(r.worst30)} |')
-  with open(os.path.join(out, 'table5_synthetic.md'), 'w') as f:
+  with publish.atomic_output(os.path.join(out, 'table5_synthetic.md')) as f:
     f.write('\n'.join(lines) + '\n')
   print('\n'.join(lines[9:]), flush=True)
   write_figures(cells, extra_cells, runs_dir, out)

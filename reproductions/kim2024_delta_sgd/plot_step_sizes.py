@@ -129,7 +129,7 @@ def main(argv):
       model, task.train_clients[client_id], seed, FLAGS.batch_size, FLAGS.epochs, hparams
     )
   os.makedirs(os.path.dirname(out), exist_ok=True)
-  with open(os.path.splitext(out)[0] + '.csv', 'w', newline='') as f:
+  with publish.atomic_output(os.path.splitext(out)[0] + '.csv', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['gradient', 'local_step', 'eta', 'curvature_candidate', 'growth_candidate'])
     for gradient, records in traces.items():
@@ -160,7 +160,7 @@ def main(argv):
     fontsize=10,
   )
   fig.tight_layout()
-  fig.savefig(out, dpi=120)
+  publish.save_figure(fig, out, dpi=120)
   print(f'wrote {out}')
 
 

@@ -331,12 +331,11 @@ COLUMNS = (
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
-  with open(path + '.tmp', 'w', newline='') as f:
+  with publish.atomic_output(path, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=COLUMNS)
     writer.writeheader()
     for row in rows:
       writer.writerow({k: '' if row[k] is None else row[k] for k in COLUMNS})
-  os.replace(path + '.tmp', path)
 
 
 def markdown_table(rows: list[dict]) -> list[str]:
@@ -489,9 +488,8 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     if any(c.row in EXTRA_ROWS for c in group):
       lines += ['', EXTRA_NOTE]
     lines += ['', *claim_check(rows)]
-    with open(os.path.join(out, f'{table}.md.tmp'), 'w') as f:
+    with publish.atomic_output(os.path.join(out, f'{table}.md')) as f:
       f.write('\n'.join(lines) + '\n')
-    os.replace(os.path.join(out, f'{table}.md.tmp'), os.path.join(out, f'{table}.md'))
     print(f'wrote {out}/{table}.csv and .md', flush=True)
   write_figures(cells, results, out)
 
@@ -538,7 +536,7 @@ def write_figures(cells: list[Cell], results: dict[str, CellResult], out: str) -
     path = os.path.join(
       out, f'accuracy_alpha{alpha}.png' if server == 'fedavg' else f'fedadam_alpha{alpha}.png'
     )
-    fig.savefig(path, dpi=120)
+    publish.save_figure(fig, path, dpi=120)
     plt.close(fig)
     print(f'wrote {path}', flush=True)
 

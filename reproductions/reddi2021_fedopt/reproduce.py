@@ -369,12 +369,11 @@ def _fmt(value: float | None, digits: int = 2, sign: bool = False) -> str:
 
 
 def _write_csv(path: str, columns: list[str], rows: list[dict]) -> None:
-  with open(path + '.tmp', 'w', newline='') as f:
+  with publish.atomic_output(path, newline='') as f:
     writer = csv.DictWriter(f, fieldnames=columns)
     writer.writeheader()
     for row in rows:
       writer.writerow({k: '' if row.get(k) is None else row[k] for k in columns})
-  os.replace(path + '.tmp', path)
 
 
 def _commit() -> str:
@@ -678,9 +677,8 @@ def write_table(s: Search, cells, chosen, out: str) -> list[str]:
     )
   lines += ['', *claim_lines(s, cells, rows, chosen)]
   md_path = os.path.join(out, f'table1_{FLAGS.task}.md')
-  with open(md_path + '.tmp', 'w') as f:
+  with publish.atomic_output(md_path) as f:
     f.write('\n'.join(lines) + '\n')
-  os.replace(md_path + '.tmp', md_path)
   print('\n'.join(lines[lines.index('| ' + ' | '.join(TABLE_COLUMNS) + ' |') :]))
   return [md_path, csv_path]
 
@@ -745,9 +743,8 @@ def write_heatmaps(s: Search, cells: list[search.Cell], out: str) -> str:
     fontsize=8,
   )
   path = os.path.join(out, f'heatmaps_{FLAGS.task}.png')
-  fig.savefig(path + '.tmp.png', dpi=130, bbox_inches='tight')
+  publish.save_figure(fig, path, dpi=130, bbox_inches='tight')
   plt.close(fig)
-  os.replace(path + '.tmp.png', path)
   return path
 
 
@@ -770,9 +767,8 @@ def write_tau(s: Search, cells: list[search.Cell], out: str) -> str:
   ax.set_title(f'{FLAGS.task}: best cell per tau ({how})', fontsize=8)
   ax.legend(fontsize=7)
   path = os.path.join(out, f'tau_{FLAGS.task}.png')
-  fig.savefig(path + '.tmp.png', dpi=130, bbox_inches='tight')
+  publish.save_figure(fig, path, dpi=130, bbox_inches='tight')
   plt.close(fig)
-  os.replace(path + '.tmp.png', path)
   return path
 
 
@@ -792,9 +788,8 @@ def write_curves(s: Search, chosen: dict[str, list[search.Cell]], out: str) -> s
     ax.legend(fontsize=7)
   fig.suptitle(f'{FLAGS.task}: the selected cells (seed {FLAGS.seed})', fontsize=9)
   path = os.path.join(out, f'curves_{FLAGS.task}.png')
-  fig.savefig(path + '.tmp.png', dpi=130, bbox_inches='tight')
+  publish.save_figure(fig, path, dpi=130, bbox_inches='tight')
   plt.close(fig)
-  os.replace(path + '.tmp.png', path)
   return path
 
 

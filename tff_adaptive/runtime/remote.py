@@ -27,7 +27,9 @@ Adjustments to TFF's pieces, each for a reason:
   would hang the trainer. `_WorkerStub` turns UNAVAILABLE, and FAILED_PRECONDITION from a
   worker that no longer accepts a connection, into `WorkerLostError` naming the worker (its
   executor state is lost with it anyway: the round must be redone); gRPC keepalive turns a
-  worker that vanishes silently into UNAVAILABLE within ~6.5 minutes.
+  worker that vanishes silently into UNAVAILABLE within ~6.5 minutes. A worker that hangs while
+  its host still answers is lost too when `round_timeout_s` is set and a call to it (its share
+  of a round) takes longer.
 
 What travels over the network each round: the server state to every worker, each worker's
 share of the clients' datasets, the partial aggregates back (and to the first worker for the
@@ -86,8 +88,8 @@ _ANNOUNCE = re.compile(r' on (\S+):(\d+) \(')
 class WorkerLostError(RuntimeError):
   """A worker stopped answering in the middle of a computation (attribute `address`)."""
 
-  def __init__(self, address: str, code: str):
-    super().__init__(f'worker {address} stopped answering (gRPC {code})')
+  def __init__(self, address: str, code: str | None = None, *, reason: str | None = None):
+    super().__init__(f'worker {address} ' + (reason or f'stopped answering (gRPC {code})'))
     self.address = address
 
 
@@ -182,24 +184,39 @@ class _ThreadedContext(tff.framework.AsyncContext):
     context: tff.framework.SyncContext,
     execution: RemoteExecution,
     pool: concurrent.futures.ThreadPoolExecutor,
+    address: str,
+    timeout_s: float | None,
   ):
     self._context = context
     self._execution = execution
     self._pool = pool  # one thread per worker (asyncio's default pool has only cores + 4)
+    self._address = address
+    self._timeout_s = timeout_s
 
   async def invoke(self, comp, arg):
     if asyncio.iscoroutine(arg):
       arg = await arg
     self._execution._call_started()  # pylint: disable=protected-access
+    # The call counts as in flight until its thread returns, even after a timeout gave up on
+    # it: `RemoteExecution` then abandons the worker (closes the channel, which ends the
+    # call) instead of asking it to free its executors, which would wait on it too.
+    call = self._pool.submit(self._context.invoke, comp, arg)
+    call.add_done_callback(lambda _: self._execution._call_ended())  # pylint: disable=protected-access
+    result = asyncio.wrap_future(call)
     try:
-      loop = asyncio.get_running_loop()
-      return await loop.run_in_executor(self._pool, self._context.invoke, comp, arg)
+      return await asyncio.wait_for(asyncio.shield(result), self._timeout_s)
+    except asyncio.TimeoutError:
+      # Its late end (an error once the channel closes) is nobody's: retrieved, not logged.
+      result.add_done_callback(lambda f: f.cancelled() or f.exception())
+      raise WorkerLostError(
+        self._address,
+        reason=f'did not answer its share of the round within {self._timeout_s:g} s '
+        '(--worker_round_timeout)',
+      ) from None
     except Exception:
       if self._execution.closed:
         raise asyncio.CancelledError() from None
       raise
-    finally:
-      self._execution._call_ended()  # pylint: disable=protected-access
 
 
 def _has_clients_part(type_spec) -> bool:
@@ -287,6 +304,7 @@ class RemoteExecution:
     connect_timeout_s: float,
     default_num_clients: int,
     owned: list[subprocess.Popen] | None = None,
+    round_timeout_s: float | None = None,
   ):
     self.addresses = addresses
     self._owned = list(owned or [])
@@ -306,7 +324,9 @@ class RemoteExecution:
     try:
       self._connect(connect_timeout_s)
       workers = [
-        _ThreadedContext(self._worker_context(channel, address), self, self._pool)
+        _ThreadedContext(
+          self._worker_context(channel, address), self, self._pool, address, round_timeout_s
+        )
         for channel, address in zip(self._channels, addresses)
       ]
       self.context = _WorkerOrderMergeContext(
@@ -435,10 +455,13 @@ def remote_execution(
   *,
   connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
   default_num_clients: int = 0,
+  round_timeout_s: float | None = None,
 ) -> RemoteExecution:
   """Connects to running workers (`python -m run.worker`) and makes them TFF's default context.
 
   Usage: `with remote_execution(['10.0.0.5:8000', '10.0.0.6:8000']): process.next(...)`.
+  `round_timeout_s`: a worker that does not answer a call (its share of a round) within it is
+  lost (`WorkerLostError`); None waits as long as its connection lives.
 
   Raises:
     WorkerUnreachableError: a worker does not accept a connection within connect_timeout_s.
@@ -446,7 +469,10 @@ def remote_execution(
   if not addresses:
     raise ValueError('remote_execution needs at least one worker address')
   return RemoteExecution(
-    tuple(addresses), connect_timeout_s=connect_timeout_s, default_num_clients=default_num_clients
+    tuple(addresses),
+    connect_timeout_s=connect_timeout_s,
+    default_num_clients=default_num_clients,
+    round_timeout_s=round_timeout_s,
   )
 
 
@@ -510,6 +536,7 @@ def local_workers_execution(
   *,
   max_concurrent_computation_calls: int | None = None,
   default_num_clients: int = 0,
+  round_timeout_s: float | None = None,
 ) -> RemoteExecution:
   """Starts `count` owned loopback workers and a `RemoteExecution` over them (closing stops them)."""
   processes, addresses = start_local_workers(
@@ -521,6 +548,7 @@ def local_workers_execution(
       connect_timeout_s=DEFAULT_CONNECT_TIMEOUT_S,
       default_num_clients=default_num_clients,
       owned=processes,
+      round_timeout_s=round_timeout_s,
     )
   except BaseException:
     for process in processes:
