@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -246,20 +247,30 @@ SMALL = [
 ]
 
 
-def test_synthetic_grid_table_heatmaps_and_tau_end_to_end(tmp_path):
+GRID_ARGS = [
+  'all',
+  '--task=synthetic',
+  *SMALL,
+  '--rounds=3',
+  '--optimizers=sgd,adam',
+  '--taus=-3,-1',
+  '--seeds=2',
+]
+
+
+@pytest.fixture(scope='module')
+def synthetic_grid(tmp_path_factory):
+  """`all` with GRID_ARGS, uninterrupted: (the directory it ran in, its CompletedProcess)."""
+  cwd = tmp_path_factory.mktemp('grid')
+  return cwd, _run(*GRID_ARGS, cwd=cwd)
+
+
+def test_synthetic_grid_table_heatmaps_and_tau_end_to_end(synthetic_grid):
   """`all` on a 2 x 2 grid, FedAvg and FedAdam, 3 rounds, taus 1e-3 and 1e-1, 2 seeds: the
   staged search runs 8 + 1 cells and the second seed of each selected cell; the outputs follow
   from the cells' metrics.csv by the paper's rule; a rerun trains nothing."""
-  args = [
-    'all',
-    '--task=synthetic',
-    *SMALL,
-    '--rounds=3',
-    '--optimizers=sgd,adam',
-    '--taus=-3,-1',
-    '--seeds=2',
-  ]
-  result = _run(*args, cwd=tmp_path)
+  tmp_path, result = synthetic_grid
+  args = GRID_ARGS
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'trained 11 cells' in result.stdout, result.stdout
   runs = tmp_path / 'runs' / 'reddi2021' / 'synthetic'
@@ -307,6 +318,56 @@ def test_synthetic_grid_table_heatmaps_and_tau_end_to_end(tmp_path):
   assert other.returncode == 2, other.stdout + other.stderr
   assert 'was run with other settings (--num_clients (unset) there, 50 now)' in other.stderr
   assert _csv(out / 'table1_synthetic.csv') == list(table.values())
+
+
+def _lock_holders(runs: pathlib.Path) -> list[int]:
+  """Pids written in the cells' run locks (a lock file outlives its holder; the pid tells)."""
+  pids = []
+  for lock in runs.glob('*/.lock'):
+    text = lock.read_text().strip()
+    if text.isdigit():
+      pids.append(int(text))
+  return pids
+
+
+def test_a_driver_killed_at_random_moments_ends_with_the_uninterrupted_tables(
+  synthetic_grid, tmp_path
+):
+  """SIGKILL of the driver at three seeded random moments (each takes its preloading server
+  down, and the server's trainers stop on SIGTERM: none outlives it), then a rerun to the end:
+  the grid and Table 1 CSVs equal the uninterrupted run's, and nothing half-written is left."""
+  import random  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+
+  reference_dir, reference = synthetic_grid
+  assert reference.returncode == 0, reference.stdout + reference.stderr
+  runs = tmp_path / 'runs' / 'reddi2021' / 'synthetic'
+  rng = random.Random(3)
+  for _ in range(3):
+    driver = subprocess.Popen(  # pylint: disable=consider-using-with
+      [sys.executable, '-m', DRIVER, *GRID_ARGS],
+      cwd=tmp_path,
+      env=dict(os.environ, PYTHONPATH=str(REPO)),
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL,
+    )
+    time.sleep(rng.uniform(4.0, 40.0))
+    driver.kill()
+    driver.wait()
+    deadline = time.monotonic() + 60
+    while any(os.path.exists(f'/proc/{pid}') for pid in _lock_holders(runs)):
+      assert time.monotonic() < deadline, f'a trainer outlived its driver: {_lock_holders(runs)}'
+      time.sleep(0.2)
+  finished_before = len(list(runs.glob('*.status.json')))
+  final = _run(*GRID_ARGS, cwd=tmp_path)
+  assert final.returncode == 0, final.stdout + final.stderr
+  # The kills fell among the cells: some had ended, the rerun trained the rest (of 11).
+  trained = int(re.search(r'trained (\d+) cells', final.stdout).group(1))
+  assert 0 < finished_before and 0 < trained < 11, (finished_before, final.stdout)
+  for name in ('grid_synthetic.csv', 'table1_synthetic.csv'):
+    reference_csv = _csv(reference_dir / 'runs' / 'reddi2021' / 'synthetic' / 'report' / name)
+    assert _csv(runs / 'report' / name) == reference_csv, name
+  assert [p for p in tmp_path.rglob('*') if '.tmp' in p.name or '_temp' in p.name] == []
 
 
 @pytest.mark.parametrize(

@@ -238,6 +238,34 @@ def _two_worker_reference(args, root: pathlib.Path, a, b) -> list:
   return _REFERENCE_ROWS
 
 
+def _lost_round(trainer, stderr: str, worker, reason: str) -> int:
+  """The round of the trainer's one line (exit 4) saying `worker` `reason` (a regex), which
+  also says the rounds before it are intact."""
+  assert trainer.returncode == 4, stderr[-3000:]
+  lines = _stderr_lines(stderr)
+  assert len(lines) == 1, lines
+  match = re.match(
+    rf'federated_trainer: error: round (\d+): worker {re.escape(worker.address)} {reason}; '
+    r'checkpoints and metrics up to round (\d+) are intact in ',
+    lines[0],
+  )
+  assert match, lines[0]
+  lost_round = int(match.group(1))
+  assert lost_round >= 3 and int(match.group(2)) == lost_round - 1
+  return lost_round
+
+
+def _resumes_exactly(args, root, a, workers, lost_round: int, reference_rows) -> None:
+  """Rerun on `a` and a new worker in place of the lost one: it resumes after the last intact
+  round and ends with the uninterrupted run's metrics, bit for bit."""
+  (experiment,) = root.iterdir()
+  (c,) = workers(1)
+  resumed = _train([*args, f'--workers={a.address},{c.address}'], root)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f'Resuming {experiment} after round {lost_round - 1}' in resumed.stdout
+  assert _without_timing(_rows(experiment / 'metrics.csv')) == _without_timing(reference_rows)
+
+
 def test_lost_worker_is_named_with_its_round_and_resume_is_exact(tmp_path, workers):
   args = [*_args('synthetic'), *_LOSS_ARGS]
   a, b = workers(2)
@@ -253,33 +281,18 @@ def test_lost_worker_is_named_with_its_round_and_resume_is_exact(tmp_path, worke
     b.proc.kill()
     assert _wait_gone(b.binary_pid)
     trainer.send_signal(signal.SIGCONT)
-    stdout, stderr = trainer.communicate(timeout=RUN_TIMEOUT_S)
+    _, stderr = trainer.communicate(timeout=RUN_TIMEOUT_S)
   finally:
     if trainer.poll() is None:
       trainer.kill()
       trainer.wait()
-  assert trainer.returncode == 4, stderr[-3000:]
-  lines = _stderr_lines(stderr)
-  assert len(lines) == 1, lines
-  match = re.match(
-    rf'federated_trainer: error: round (\d+): worker {re.escape(b.address)} stopped answering '
-    r'\(gRPC UNAVAILABLE\); checkpoints and metrics up to round (\d+) are intact in ',
-    lines[0],
-  )
-  assert match, lines[0]
-  lost_round = int(match.group(1))
-  assert lost_round >= 3 and int(match.group(2)) == lost_round - 1
+  lost_round = _lost_round(trainer, stderr, b, r'stopped answering \(gRPC UNAVAILABLE\)')
   (experiment,) = root.iterdir()
   written = _rows(experiment / 'metrics.csv')
   assert _without_timing(written) == _without_timing(reference_rows[: lost_round - 1])
   checkpoints = sorted(os.listdir(experiment / 'checkpoints'))
   assert checkpoints[-1] == f'program_state_{lost_round - 1}'
-
-  (c,) = workers(1)  # a new worker in place of the lost one
-  resumed = _train([*args, f'--workers={a.address},{c.address}'], root)
-  assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert f'Resuming {experiment} after round {lost_round - 1}' in resumed.stdout
-  assert _without_timing(_rows(experiment / 'metrics.csv')) == _without_timing(reference_rows)
+  _resumes_exactly(args, root, a, workers, lost_round, reference_rows)
 
 
 def test_a_hung_worker_is_lost_after_the_round_timeout_and_resume_is_exact(tmp_path, workers):
@@ -297,31 +310,15 @@ def test_a_hung_worker_is_lost_after_the_round_timeout_and_resume_is_exact(tmp_p
       if line.startswith('round 2/'):
         break
     os.kill(b.binary_pid, signal.SIGSTOP)
-    stdout, stderr = trainer.communicate(timeout=RUN_TIMEOUT_S)
+    _, stderr = trainer.communicate(timeout=RUN_TIMEOUT_S)
   finally:
     os.kill(b.binary_pid, signal.SIGCONT)
     if trainer.poll() is None:
       trainer.kill()
       trainer.wait()
-  assert trainer.returncode == 4, stderr[-3000:]
-  lines = _stderr_lines(stderr)
-  assert len(lines) == 1, lines
-  [line] = lines
-  match = re.match(
-    rf'federated_trainer: error: round (\d+): worker {re.escape(b.address)} did not answer its '
-    r'share of the round within 3 s \(--worker_round_timeout\); checkpoints and metrics up to '
-    r'round (\d+) are intact in ',
-    line,
-  )
-  assert match, line
-  lost_round = int(match.group(1))
-  assert lost_round >= 3 and int(match.group(2)) == lost_round - 1
-  (experiment,) = root.iterdir()
-  (c,) = workers(1)
-  resumed = _train([*args, f'--workers={a.address},{c.address}'], root)
-  assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert f'Resuming {experiment} after round {lost_round - 1}' in resumed.stdout
-  assert _without_timing(_rows(experiment / 'metrics.csv')) == _without_timing(reference_rows)
+  reason = r'did not answer its share of the round within 3 s \(--worker_round_timeout\)'
+  lost_round = _lost_round(trainer, stderr, b, reason)
+  _resumes_exactly(args, root, a, workers, lost_round, reference_rows)
 
 
 def _free_port() -> int:
