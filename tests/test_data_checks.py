@@ -6,7 +6,8 @@ outside [0, 1] or not finite, labels outside the task's classes, texts that are 
 CIFAR-100's image values cannot be checked: TFF's parser casts them to uint8). Reading that
 client raises `DataFormatError` naming it, its split, its file and the feature, while every
 other client reads as before. The trainer reports it as one line, exit 2, before the client
-trains (`test_a_client_of_garbage_that_parses_stops_the_trainer`).
+trains (`test_a_client_of_garbage_that_parses_stops_the_trainer`). Examples of another shape
+than the format's do not parse at all: also one line naming the client.
 """
 
 import shutil
@@ -191,3 +192,22 @@ def test_check_some_text_allows_single_empty_texts():
   checks.check_some_text('t', [])
   with pytest.raises(ValueError, match='t: all 2 texts are empty'):
     checks.check_some_text('t', [b'', b'  '])
+
+
+def test_examples_of_another_shape_name_client_split_and_file(tff_data_dir, tmp_path):
+  """EMNIST pixels of 27 x 28 values: TFF's parser refuses them (a fixed-length feature)."""
+  example = tff_format.serialize_example(
+    {'pixels': np.full((27, 28), 0.5, np.float32), 'label': np.int64(3)}
+  )
+  data_dir, path, victim, split = _data_dir_with(
+    tff_data_dir, tmp_path, 'emnist_all.sqlite', example
+  )
+  task = tasks.build_task(tasks.TaskConfig('emnist_cr', data_dir=data_dir))
+  with pytest.raises(datasets.DataFormatError) as raised:
+    task.train_clients[victim]
+  message = str(raised.value)
+  assert message.startswith(
+    f"client {victim!r} of split {split!r} in {path}: its examples do not parse as TFF's emnist "
+    'features: '
+  ), message
+  assert '\n' not in message
