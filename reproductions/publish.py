@@ -22,7 +22,6 @@ Every table and figure a driver writes goes through a temporary beside it and a 
 leaves the previous file whole, never half of a new one.
 """
 
-from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 import contextlib
@@ -32,6 +31,8 @@ import numbers
 import os
 from typing import Any
 
+from tff_adaptive.loop import outputs
+
 RECORD = 'publish.json'
 PUBLISH_HELP = (
   'Write into the committed results folder (publish.json beside it records where): only with the '
@@ -39,18 +40,8 @@ PUBLISH_HELP = (
 )
 
 
-@contextlib.contextmanager
-def atomic_output(path: str, newline: str | None = None) -> Iterator[Any]:
-  """A text file open for writing at a temporary beside `path`, renamed onto `path` when the
-  block ends; removed instead if the block raises (or the process dies before the rename)."""
-  tmp = f'{path}.tmp{os.getpid()}'
-  try:
-    with open(tmp, 'w', newline=newline) as f:
-      yield f
-    os.replace(tmp, path)
-  finally:
-    with contextlib.suppress(FileNotFoundError):
-      os.remove(tmp)
+# A table (any text file) written through a temporary beside it and a rename: the library's.
+atomic_output = outputs.atomic_output
 
 
 def save_figure(fig: Any, path: str, **kwargs: Any) -> None:

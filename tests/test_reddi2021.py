@@ -7,10 +7,12 @@ import json
 import math
 import os
 import pathlib
+import random
 import re
 import shlex
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -336,9 +338,6 @@ def test_a_driver_killed_at_random_moments_ends_with_the_uninterrupted_tables(
   """SIGKILL of the driver at three seeded random moments (each takes its preloading server
   down, and the server's trainers stop on SIGTERM: none outlives it), then a rerun to the end:
   the grid and Table 1 CSVs equal the uninterrupted run's, and nothing half-written is left."""
-  import random  # pylint: disable=g-import-not-at-top
-  import time  # pylint: disable=g-import-not-at-top
-
   reference_dir, reference = synthetic_grid
   assert reference.returncode == 0, reference.stdout + reference.stderr
   runs = tmp_path / 'runs' / 'reddi2021' / 'synthetic'

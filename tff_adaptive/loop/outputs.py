@@ -65,11 +65,10 @@ def is_disk_full(error: BaseException | None) -> bool:
   return False
 
 
-def _temporaries(path: str) -> list[str]:
-  """What an interrupted atomic write of `path` leaves: TFF's `<path>_tempNNNN` (a file, or a
-  checkpoint's directory) and this module's `<path>.tmp*`."""
-  escaped = glob.escape(path)
-  return sorted(glob.glob(f'{escaped}_temp[0-9]*') + glob.glob(f'{escaped}.tmp*'))
+def _temporaries(pattern: str) -> list[str]:
+  """What interrupted atomic writes of the files matching the glob `pattern` leave: TFF's
+  `<file>_tempNNNN` (a file, or a checkpoint's directory) and `atomic_output`'s `<file>.tmp*`."""
+  return sorted(glob.glob(f'{pattern}_temp[0-9]*') + glob.glob(f'{pattern}.tmp*'))
 
 
 def _remove_path(path: str) -> None:
@@ -91,7 +90,7 @@ def writing(path: str) -> Iterator[None]:
   except Exception as e:
     if not is_disk_full(e):
       raise
-    for leftover in _temporaries(path):
+    for leftover in _temporaries(glob.escape(path)):
       _remove_path(leftover)
     raise DiskFullError(path) from e
 
@@ -114,19 +113,29 @@ def remove_stale_temporaries(output_dir: str) -> list[str]:
   """
   removed = set()
   for pattern in _ATOMIC_FILES:
-    base = os.path.join(glob.escape(output_dir), pattern)
-    for leftover in glob.glob(f'{base}_temp[0-9]*') + glob.glob(f'{base}.tmp*'):
+    for leftover in _temporaries(os.path.join(glob.escape(output_dir), pattern)):
       _remove_path(leftover)
       removed.add(os.path.relpath(leftover, output_dir))
   return sorted(removed)
 
 
-def write_json_atomically(path: str, value: Any) -> None:
+@contextlib.contextmanager
+def atomic_output(path: str, newline: str | None = None) -> Iterator[Any]:
+  """A text file open for writing at a temporary beside `path`, renamed onto `path` when the
+  block ends; removed instead if the block raises (or the process dies before the rename)."""
   tmp = f'{path}.tmp{os.getpid()}'
-  with writing(path):
-    with open(tmp, 'w') as f:
-      json.dump(value, f, indent=2, sort_keys=True)
+  try:
+    with open(tmp, 'w', newline=newline) as f:
+      yield f
     os.replace(tmp, path)
+  finally:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(tmp)
+
+
+def write_json_atomically(path: str, value: Any) -> None:
+  with writing(path), atomic_output(path) as f:
+    json.dump(value, f, indent=2, sort_keys=True)
 
 
 def _leaves(value: Any, prefix: str = '') -> dict[str, Any]:
@@ -235,11 +244,9 @@ def write_client_eval(
   directory = os.path.join(output_dir, 'client_eval')
   os.makedirs(directory, exist_ok=True)
   path = os.path.join(directory, f'round_{round_num:05d}.csv')
-  tmp = f'{path}.tmp'
   names = list(next(iter(per_client.values())))
-  with open(tmp, 'w', newline='') as f:
+  with atomic_output(path, newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['client_id'] + names)
     for cid, results in per_client.items():
       writer.writerow([cid] + [results[n] for n in names])
-  os.replace(tmp, path)
