@@ -478,6 +478,84 @@ def test_library_use_in_a_users_tff_code():
   assert all(_wait_gone(pid) for pid in pids)
 
 
+def _executor_id(address: str, clients: int) -> str:
+  """The id the worker at `address` gives a new client asking for an executor for `clients`
+  clients: the id of the executor it still keeps for them, or a new one (then disposed)."""
+  import grpc  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.proto.v0 import executor_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.proto.v0 import executor_pb2_grpc  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.executors import value_serialization  # pylint: disable=g-import-not-at-top
+
+  with grpc.insecure_channel(address) as channel:
+    stub = executor_pb2_grpc.ExecutorGroupStub(channel)
+    cardinalities = value_serialization.serialize_cardinalities({tff.CLIENTS: clients})
+    response = stub.GetExecutor(executor_pb2.GetExecutorRequest(cardinalities=cardinalities))
+    stub.DisposeExecutor(executor_pb2.DisposeExecutorRequest(executor=response.executor))
+    return response.executor.id
+
+
+def _slow_client_sum():
+  """A federated sum whose client work takes ~1 s per client (so a worker is busy with it)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+  @tff.tensorflow.computation(np.float32)
+  def slow(x):
+    m = tf.fill([300, 300], x / 300.0)
+    m = tf.while_loop(lambda i, m: i < 100, lambda i, m: (i + 1, tf.tanh(m @ m)), (0, m))[1]
+    return tf.reduce_sum(m)
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def total(values):
+    return tff.federated_sum(tff.federated_map(slow, values))
+
+  return total
+
+
+def test_a_survivors_executor_is_disposed_when_another_worker_is_lost(workers):
+  """A round that fails on one worker while the other is computing its share: closing the
+  execution asks the survivor to dispose that executor (before, it was abandoned, keeping the
+  failed run's values on the worker until it stopped). The worker gives its still-kept executor
+  for the same cardinalities to the next client who asks, so the id tells: a new id, not the
+  failed run's."""
+  total = _slow_client_sum()
+  a, b = workers(2)
+  execution = remote.remote_execution([a.address, b.address])
+  try:
+    assert total([1.0] * 4) == pytest.approx(total([1.0] * 4))  # 2 clients on each worker
+    kept = execution._stubs[0]._live_executors  # pylint: disable=protected-access
+    (survivors,) = [i for i in kept if i.startswith('clients=2/')]  # and one for merge: 0
+    b.proc.kill()
+    assert _wait_gone(b.binary_pid)
+    with pytest.raises(remote.WorkerLostError, match=re.escape(b.address)):
+      total([1.0] * 4)
+    assert execution._calls == 1  # pylint: disable=protected-access  # a's share is running
+  finally:
+    execution.close()
+  assert _executor_id(a.address, 2) != survivors
+
+
+def test_closing_one_execution_leaves_anothers_executor_on_a_shared_worker(workers):
+  """Two executions on one worker with the same cardinalities share its executor (TFF's worker
+  counts references): closing one disposes its reference only, the other goes on with it."""
+  total = _slow_client_sum()
+  (a,) = workers(1)
+  staying = remote.remote_execution([a.address])
+  closing = remote.remote_execution([a.address])  # closed first: contexts are restored LIFO
+  try:
+    expected = closing.context.invoke(total, [0.5, 0.5])
+    assert staying.context.invoke(total, [0.5, 0.5]) == pytest.approx(expected)
+    executors = list(staying._stubs[0]._live_executors)  # pylint: disable=protected-access
+    closing.close()
+    assert staying.context.invoke(total, [0.5, 0.5]) == pytest.approx(expected)
+    # The same executor: TFF would have retried on a new one had it been destroyed.
+    assert staying._stubs[0]._live_executors == executors  # pylint: disable=protected-access
+  finally:
+    closing.close()
+    staying.close()
+
+
 def test_partial_aggregates_merge_in_worker_order_not_completion_order():
   import asyncio  # pylint: disable=g-import-not-at-top
   import types  # pylint: disable=g-import-not-at-top
