@@ -83,6 +83,10 @@ _MISTAKES = {
     ],
     '--fedpa_burnin_rounds=5 must be < --total_rounds=5',
   ),
+  'round_timeout': (
+    ['--task=synthetic', '--local_workers=2', '--worker_round_timeout=0'],
+    '--worker_round_timeout must be > 0, got 0.0',
+  ),
   'workers_inprocess': (
     ['--task=synthetic', '--engine=inprocess', '--local_workers=2'],
     '--workers and --local_workers need --engine=tff',
