@@ -30,7 +30,12 @@ PACKAGES = {
 }
 FLOORS = (
   ('tff_adaptive.registry', 'tff_adaptive.core', 'tff_adaptive.datasets', 'tff_adaptive.runtime'),
-  ('tff_adaptive.optimizers', 'tff_adaptive.aggregators', 'tff_adaptive.tasks'),
+  (
+    'tff_adaptive.optimizers',
+    'tff_adaptive.aggregators',
+    'tff_adaptive.tasks',
+    'tff_adaptive.privacy',
+  ),
   ('tff_adaptive.algorithms',),
   ('tff_adaptive.engines',),
   ('tff_adaptive.loop',),

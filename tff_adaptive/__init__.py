@@ -15,7 +15,7 @@ Algorithms, optimizers and aggregators of four papers, as parts that compose wit
 
 Subpackages, lowest floor first (imports only point down): `core` (pure TF: seeds, local loop,
 tree math), `datasets` (TFF-format loaders, partitioners), `optimizers`, `aggregators`,
-`algorithms`, `tasks` (data + Keras model + metrics per task), `engines` (an algorithm as a TFF
+`algorithms`, `privacy` (the accountant of DP rounds), `tasks` (data + Keras model + metrics per task), `engines` (an algorithm as a TFF
 LearningProcess or as one compiled round in process), `runtime` (where TFF computations run),
 `loop` (the training loop behind `run/federated_trainer.py`).
 
@@ -47,6 +47,7 @@ __all__ = [
   'engines',
   'loop',
   'optimizers',
+  'privacy',
   'runtime',
   'tasks',
 ]

@@ -1,0 +1,151 @@
+"""tff_adaptive.privacy.accounting against independent implementations of the equations.
+
+* Full participation: T rounds of the Gaussian mechanism with noise multiplier z are one
+  Gaussian mechanism with sensitivity sqrt(T) / z in units of the noise (Dong, Roth and Su 2019,
+  mu-GDP with mu = sqrt(T) / z), whose exact (epsilon, delta) curve is Balle and Wang 2018,
+  Theorem 8: delta(eps) = Phi(-eps / mu + mu / 2) - e^eps Phi(-eps / mu - mu / 2). Its RDP is
+  T alpha / (2 z^2) at every order (Mironov 2017, Proposition 7).
+* Poisson sampling at rate q, integer orders alpha: the sampled Gaussian's RDP is
+  log(A_alpha) / (alpha - 1) with A_alpha = sum_k C(alpha, k) (1 - q)^(alpha - k) q^k
+  exp((k^2 - k) / (2 z^2)) (Mironov, Talwar and Zhang 2019, Section 3.3), T times.
+* RDP to (epsilon, delta): Canonne, Kamath and Steinke 2020, Proposition 12.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special
+from scipy import stats
+
+from tff_adaptive.privacy import accounting
+
+INTEGER_ORDERS = tuple(range(2, 129))
+
+
+def _rdp_to_epsilon(orders, rdp, delta) -> float:
+  orders = np.asarray(orders, np.float64)
+  eps = rdp + np.log((orders - 1) / orders) - (math.log(delta) + np.log(orders)) / (orders - 1)
+  return float(np.min(eps))
+
+
+def _gaussian_rdp(z, rounds, orders):
+  return rounds * np.asarray(orders, np.float64) / (2 * z * z)
+
+
+def _poisson_rdp(q, z, rounds, orders):
+  values = []
+  for alpha in orders:
+    k = np.arange(alpha + 1)
+    log_terms = (
+      special.gammaln(alpha + 1)
+      - special.gammaln(k + 1)
+      - special.gammaln(alpha - k + 1)
+      + (alpha - k) * np.log1p(-q)
+      + k * np.log(q)
+      + (k * k - k) / (2 * z * z)
+    )
+    values.append(rounds * special.logsumexp(log_terms) / (alpha - 1))
+  return np.asarray(values)
+
+
+def _exact_gaussian_epsilon(z, rounds, delta) -> float:
+  """Balle and Wang 2018, Theorem 8, for mu = sqrt(T) / z, solved for epsilon by bisection."""
+  mu = math.sqrt(rounds) / z
+
+  def delta_of(eps):
+    return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+
+  low, high = 0.0, 1.0
+  while delta_of(high) > delta:
+    high *= 2
+  for _ in range(200):
+    middle = (low + high) / 2
+    low, high = (middle, high) if delta_of(middle) > delta else (low, middle)
+  return high
+
+
+@pytest.mark.parametrize(('z', 'rounds', 'delta'), [(1.0, 100, 1e-5), (5.0, 1000, 1e-6)])
+def test_full_participation_rdp_is_the_gaussians_t_alpha_over_2z2(z, rounds, delta):
+  run = accounting.GaussianRounds(z, rounds, 10, 10, 'all')
+  ours = accounting.epsilon(run, delta, orders=INTEGER_ORDERS)
+  expected = _rdp_to_epsilon(INTEGER_ORDERS, _gaussian_rdp(z, rounds, INTEGER_ORDERS), delta)
+  assert ours == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(('z', 'rounds', 'delta'), [(1.0, 100, 1e-5), (5.0, 1000, 1e-6)])
+def test_full_participation_pld_is_the_exact_gaussian_and_rdp_bounds_it(z, rounds, delta):
+  run = accounting.GaussianRounds(z, rounds, 10, 10, 'all')
+  exact = _exact_gaussian_epsilon(z, rounds, delta)
+  pld = accounting.epsilon(run, delta, accountant='pld')
+  assert pld == pytest.approx(exact, rel=1e-6)  # dp_accounting: the Gaussian analytically
+  rdp = accounting.epsilon(run, delta)
+  assert pld < rdp <= exact * 1.3  # RDP's conversion is an upper bound, and a loose one
+
+
+@pytest.mark.parametrize(
+  ('z', 'rounds', 'm', 'n', 'delta'),
+  [(1.1, 1000, 100, 10_000, 1e-5), (0.8, 200, 10, 500, 1e-6), (3.0, 1500, 50, 342_477, 1e-7)],
+)
+def test_poisson_sampling_rdp_is_mironov_talwar_zhang(z, rounds, m, n, delta):
+  run = accounting.GaussianRounds(z, rounds, m, n, 'poisson')
+  assert run.sampling_rate == m / n
+  ours = accounting.epsilon(run, delta, orders=INTEGER_ORDERS)
+  expected = _rdp_to_epsilon(INTEGER_ORDERS, _poisson_rdp(m / n, z, rounds, INTEGER_ORDERS), delta)
+  assert ours == pytest.approx(expected, rel=1e-6)
+  # Sampling amplifies: the same rounds with every client are far less private.
+  everyone = accounting.epsilon(accounting.GaussianRounds(z, rounds, n, n, 'all'), delta)
+  assert accounting.epsilon(run, delta) < everyone / 5
+
+
+def test_fixed_size_sampling_lies_between_amplified_and_unamplified_replace_one():
+  """Sampling m of N without replacement (our sampler): less private than nothing sampled away
+  is impossible, so its epsilon is below the full-participation bound for neighbours that
+  replace one client (sensitivity 2C: RDP 4 T alpha / (2 z^2)), and well above zero."""
+  z, rounds, m, n, delta = 1.0, 500, 20, 2_000, 1e-5
+  ours = accounting.epsilon(accounting.GaussianRounds(z, rounds, m, n, 'fixed_size'), delta)
+  replace_one_all = _rdp_to_epsilon(
+    accounting.ORDERS, 4 * _gaussian_rdp(z, rounds, accounting.ORDERS), delta
+  )
+  poisson = accounting.epsilon(accounting.GaussianRounds(z, rounds, m, n, 'poisson'), delta)
+  assert poisson / 2 < ours < replace_one_all / 10
+
+
+def test_calibrated_noise_multiplier_is_the_smallest_that_reaches_the_target():
+  kwargs = {'rounds': 200, 'clients_per_round': 10, 'num_clients': 1_000}
+  z = accounting.calibrated_noise_multiplier(2.0, 1e-5, **kwargs)
+  reached = accounting.epsilon(accounting.GaussianRounds(z, 200, 10, 1_000), 1e-5)
+  assert reached <= 2.0
+  slightly_less = accounting.GaussianRounds(z - 2e-3, 200, 10, 1_000)
+  assert accounting.epsilon(slightly_less, 1e-5) > 2.0
+
+
+@pytest.mark.parametrize(
+  ('kwargs', 'message'),
+  [
+    ({'sampling': 'uniform'}, "sampling='uniform': valid choices: poisson, fixed_size, all"),
+    ({'noise_multiplier': 0.0}, 'noise_multiplier must be > 0, got 0.0'),
+    ({'rounds': 0}, 'rounds must be an integer >= 1, got 0'),
+    ({'clients_per_round': 11}, 'clients_per_round must be an integer in [1, num_clients=10]'),
+  ],
+)
+def test_bad_rounds_are_one_line_naming_the_value(kwargs, message):
+  args = {'noise_multiplier': 1.0, 'rounds': 5, 'clients_per_round': 2, 'num_clients': 10}
+  with pytest.raises(ValueError) as raised:
+    accounting.GaussianRounds(**{**args, **kwargs})
+  assert message in str(raised.value) and '\n' not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+  ('sampling', 'delta', 'accountant', 'message'),
+  [
+    ('poisson', 1.0, 'rdp', 'delta must be in (0, 1), got 1.0'),
+    ('poisson', 1e-5, 'moments', "accountant='moments': valid choices: rdp, pld"),
+    ('fixed_size', 1e-5, 'pld', "accountant='pld' cannot account sampling='fixed_size'"),
+  ],
+)
+def test_bad_accounting_is_one_line_naming_the_value(sampling, delta, accountant, message):
+  run = accounting.GaussianRounds(1.0, 5, 2, 10, sampling)
+  with pytest.raises(ValueError) as raised:
+    accounting.epsilon(run, delta, accountant=accountant)
+  assert message in str(raised.value) and '\n' not in str(raised.value)

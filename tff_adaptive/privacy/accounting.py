@@ -1,0 +1,194 @@
+"""User-level privacy accounting of federated rounds with the Gaussian mechanism.
+
+A DP round (McMahan et al., "Learning Differentially Private Recurrent Language Models", ICLR
+2018, DP-FedAvg) samples clients, clips each client's update to L2 norm C, sums the clipped
+updates and adds N(0, (z C)^2 I): the Gaussian mechanism with noise multiplier z on a sum whose
+sensitivity to one client is C (a client added or removed; 2C in norm if one is replaced by
+another, which the replace-one accountants take into account). What the server does with the
+noised sum (FedAvg's division by the round's client count, an adaptive optimizer's step) is
+post-processing and costs nothing. Privacy is of a whole client's data (user level), not of
+single examples.
+
+`GaussianRounds` describes T such rounds; `epsilon(rounds, delta)` is the epsilon of the
+(epsilon, delta) guarantee over all of them, `calibrated_noise_multiplier` the smallest z that
+reaches a target epsilon. How the clients of a round are chosen decides the amplification by
+sampling, so it is part of the description (`sampling`):
+
+* 'poisson': each of the N clients joins each round independently with probability q = m / N
+  (the DP-FedAvg analysis; neighbouring populations differ by adding or removing a client).
+  RDP of the sampled Gaussian: Mironov, Talwar and Zhang, "Renyi Differential Privacy of the
+  Sampled Gaussian Mechanism" (2019); or the privacy loss distribution ('pld').
+* 'fixed_size': exactly m of the N clients, uniformly without replacement, which is what
+  `tff_adaptive.loop.sampling` does each round (neighbours: one client replaced by another).
+  RDP of sampling without replacement: Wang, Balle and Kasiviswanathan, "Subsampled Renyi
+  Differential Privacy and Analytical Moments Accountant" (AISTATS 2019). 'rdp' only.
+* 'all': every client in every round (q = 1; cross-silo; add or remove a client).
+
+The accounting itself is Google's `dp_accounting` (the library TFF and TensorFlow Privacy use);
+this module builds the DP event of a run and converts. The RDP-to-(epsilon, delta) conversion
+of `dp_accounting` 0.4 is Proposition 12 of Canonne, Kamath and Steinke ("The Discrete
+Gaussian for Differential Privacy", 2020):
+
+  epsilon = min_alpha  RDP(alpha) + log((alpha - 1) / alpha) - (log delta + log alpha) / (alpha - 1),
+
+taken over `ORDERS`; tests/test_privacy_accounting.py holds it to an independent NumPy
+implementation of these equations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import dp_accounting
+from dp_accounting import pld
+from dp_accounting import rdp
+
+__all__ = [
+  'ACCOUNTANTS',
+  'ORDERS',
+  'SAMPLINGS',
+  'GaussianRounds',
+  'calibrated_noise_multiplier',
+  'epsilon',
+]
+
+SAMPLINGS = ('poisson', 'fixed_size', 'all')
+ACCOUNTANTS = ('rdp', 'pld')
+# RDP orders: fine near 1 (large epsilon or few rounds), integers up to 256 (small epsilon).
+ORDERS = tuple(
+  [1.0 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [64, 80, 96, 128, 192, 256]
+)
+_PLD_DISCRETIZATION = 1e-4  # dp_accounting's default; an upper bound on epsilon either way
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianRounds:
+  """T rounds of the Gaussian mechanism on the clipped sum of the sampled clients' updates.
+
+  Attributes:
+    noise_multiplier: z, the noise's standard deviation over the clip norm (> 0).
+    rounds: T (>= 1).
+    clients_per_round: m, the expected (poisson) or exact (fixed_size) clients per round;
+      ignored with sampling='all'.
+    num_clients: N, the population (>= m).
+    sampling: one of `SAMPLINGS` (module docstring).
+  """
+
+  noise_multiplier: float
+  rounds: int
+  clients_per_round: int
+  num_clients: int
+  sampling: str = 'poisson'
+
+  def __post_init__(self):
+    if self.sampling not in SAMPLINGS:
+      raise ValueError(f'sampling={self.sampling!r}: valid choices: {", ".join(SAMPLINGS)}')
+    if not (isinstance(self.noise_multiplier, (int, float)) and self.noise_multiplier > 0):
+      raise ValueError(f'noise_multiplier must be > 0, got {self.noise_multiplier!r}')
+    if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
+      raise ValueError(f'rounds must be an integer >= 1, got {self.rounds!r}')
+    if isinstance(self.num_clients, bool) or not isinstance(self.num_clients, int):
+      raise ValueError(f'num_clients must be an integer >= 1, got {self.num_clients!r}')
+    if self.num_clients < 1:
+      raise ValueError(f'num_clients must be an integer >= 1, got {self.num_clients!r}')
+    m = self.clients_per_round
+    if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= self.num_clients:
+      raise ValueError(
+        f'clients_per_round must be an integer in [1, num_clients={self.num_clients}], got {m!r}'
+      )
+
+  @property
+  def sampling_rate(self) -> float:
+    """q: the probability that a given client takes part in a given round."""
+    if self.sampling == 'all':
+      return 1.0
+    return self.clients_per_round / self.num_clients
+
+  def event(self) -> dp_accounting.DpEvent:
+    """The `dp_accounting` event of the whole run."""
+    gaussian = dp_accounting.GaussianDpEvent(self.noise_multiplier)
+    if self.sampling == 'poisson':
+      one_round = dp_accounting.PoissonSampledDpEvent(self.sampling_rate, gaussian)
+    elif self.sampling == 'fixed_size':
+      one_round = dp_accounting.SampledWithoutReplacementDpEvent(
+        self.num_clients, self.clients_per_round, gaussian
+      )
+    else:
+      one_round = gaussian
+    return dp_accounting.SelfComposedDpEvent(one_round, self.rounds)
+
+  @property
+  def neighboring_relation(self) -> dp_accounting.NeighboringRelation:
+    if self.sampling == 'fixed_size':
+      return dp_accounting.NeighboringRelation.REPLACE_ONE
+    return dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+
+
+def _check_delta(delta: float) -> None:
+  if not (isinstance(delta, (int, float)) and 0 < delta < 1):
+    raise ValueError(f'delta must be in (0, 1), got {delta!r}')
+
+
+def _accountant(rounds: GaussianRounds, accountant: str, orders) -> dp_accounting.PrivacyAccountant:
+  if accountant not in ACCOUNTANTS:
+    raise ValueError(f'accountant={accountant!r}: valid choices: {", ".join(ACCOUNTANTS)}')
+  if accountant == 'pld':
+    if rounds.sampling == 'fixed_size':
+      raise ValueError(
+        "accountant='pld' cannot account sampling='fixed_size' (dp_accounting has no PLD of "
+        "sampling without replacement); use accountant='rdp'"
+      )
+    return pld.PLDAccountant(
+      rounds.neighboring_relation, value_discretization_interval=_PLD_DISCRETIZATION
+    )
+  return rdp.RdpAccountant(list(orders), rounds.neighboring_relation)
+
+
+def epsilon(
+  rounds: GaussianRounds, delta: float, *, accountant: str = 'rdp', orders=ORDERS
+) -> float:
+  """The epsilon of the (epsilon, delta)-DP guarantee of `rounds` (module docstring).
+
+  `accountant`: 'rdp' (Renyi DP over `orders`, then Proposition 12 of Canonne et al. 2020) or
+  'pld' (privacy loss distributions: tighter, slower; not for sampling='fixed_size').
+  """
+  _check_delta(delta)
+  account = _accountant(rounds, accountant, orders)
+  account.compose(rounds.event())
+  return float(account.get_epsilon(delta))
+
+
+def calibrated_noise_multiplier(
+  target_epsilon: float,
+  delta: float,
+  *,
+  rounds: int,
+  clients_per_round: int,
+  num_clients: int,
+  sampling: str = 'poisson',
+  accountant: str = 'rdp',
+  tolerance: float = 1e-3,
+) -> float:
+  """The smallest noise multiplier z (to `tolerance`, rounded up) whose run of `rounds` rounds
+  has epsilon <= `target_epsilon` at `delta`: bisection on z, epsilon falling as z grows."""
+  if not (isinstance(target_epsilon, (int, float)) and target_epsilon > 0):
+    raise ValueError(f'target_epsilon must be > 0, got {target_epsilon!r}')
+  _check_delta(delta)
+
+  def eps(z: float) -> float:
+    run = GaussianRounds(z, rounds, clients_per_round, num_clients, sampling)
+    return epsilon(run, delta, accountant=accountant)
+
+  low, high = 0.0, 1.0
+  while eps(high) > target_epsilon:
+    low, high = high, 2.0 * high
+    if high > 1e6:
+      raise ValueError(f'no noise multiplier up to 1e6 reaches epsilon {target_epsilon}')
+  while high - low > tolerance:
+    middle = 0.5 * (low + high)
+    if middle > 0 and eps(middle) <= target_epsilon:
+      high = middle
+    else:
+      low = middle
+  return round(math.ceil(high / tolerance) * tolerance, 12)
