@@ -362,6 +362,21 @@ def base_dir() -> str:
   return os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
 
 
+def shown_command(argv: list[str]) -> str:
+  """A trainer command as a table quotes it, for a reader to paste: the interpreter and every
+  absolute path under the directory the driver was run from (`publish.base_dir()`) made
+  relative to it, so no machine's own paths are committed."""
+  base = publish.base_dir()
+
+  def shown(arg: str) -> str:
+    name, equals, value = arg.partition('=') if arg.startswith('--') else ('', '', arg)
+    if os.path.isabs(value) and (value + os.sep).startswith(base + os.sep):
+      value = os.path.relpath(value, base)
+    return f'{name}{equals}{value}'
+
+  return shlex.join([shown(a) for a in argv])
+
+
 def command_line(bazel_target: str) -> str:
   """This script's command line, reconstructed from sys.argv (as `bazel run` under Bazel)."""
   args = [shlex.quote(a) for a in sys.argv[1:]]

@@ -283,6 +283,7 @@ def test_table5_driver_end_to_end(tmp_path):
   assert list(tuning[0]) == ['mu', 'seed', 'rounds', 'avg_last5evals', 'avg', 'worst30']
   markdown = (out / 'table5_synthetic.md').read_text()
   assert 'FedProx mu tuned on seed 1 over 1: mu = 1 ' in markdown
+  assert str(tmp_path) not in markdown  # commands with paths as typed there (relative)
   assert 'adafedadam_alpha2_seed1' in markdown
   for name in ('density.png', 'curves.png', 'pareto.png', 'pareto_std.png'):
     assert (out / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'

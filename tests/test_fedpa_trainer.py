@@ -288,6 +288,7 @@ def test_fmnist_comparison_driver(tmp_path):
   assert os.listdir(tmp_path) == ['runs']
   table = (out / 'fedpa_fmnist.md').read_text()
   assert 'FedPA - FedAvg, paired by seed' in table and '| fedpa | ' in table
+  assert str(tmp_path) not in table and '--root_output_dir=runs/fedpa_fmnist ' in table
   rows = _rows(out / 'fedpa_fmnist.csv')
   assert [(r['algorithm'], r['rounds']) for r in rows] == [('fedavg', '2'), ('fedpa', '2')]
   assert (out / 'fedpa_fmnist.png').stat().st_size > 10000

@@ -72,6 +72,7 @@ def test_reproduction_runs_its_cells_and_writes_the_tables(tmp_path):
   assert [(r['optimizer'], r['published']) for r in fedadam] == [('delta_sgd', '85.8')]
   markdown = (out / 'table1_fmnist.md').read_text()
   assert '## Claim check' in markdown and '--rows=sgd,delta_sgd' in markdown
+  assert str(tmp_path) not in markdown  # commands with paths as typed there (relative)
   for png in ('accuracy_alpha0.1.png', 'fedadam_alpha0.1.png'):
     assert (out / png).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   assert 'ours_last5evals' in rows['sgd']  # targets.window_column: the last 5 evaluations

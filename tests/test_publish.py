@@ -64,3 +64,23 @@ def test_drivers_write_tables_and_figures_only_through_publish():
       if direct.search(line):
         offenders.append(f'{path.relative_to(REPO)}:{number}: {line.strip()}')
   assert offenders == []
+
+
+def test_shown_command_makes_paths_under_the_directory_it_ran_in_relative(tmp_path, monkeypatch):
+  from reproductions import cell_runner  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.delenv('BUILD_WORKING_DIRECTORY', raising=False)
+  monkeypatch.chdir(tmp_path)
+  argv = [
+    str(tmp_path / '.venv' / 'bin' / 'python'),
+    '-m',
+    'run.federated_trainer',
+    f'--root_output_dir={tmp_path}/runs/kim 2024',
+    '--data_dir=/elsewhere/data',
+    f'--flagfile={tmp_path}x/not_under_it.flags',
+    '--seed=1',
+  ]
+  assert cell_runner.shown_command(argv) == (
+    ".venv/bin/python -m run.federated_trainer '--root_output_dir=runs/kim 2024' "
+    f'--data_dir=/elsewhere/data --flagfile={tmp_path}x/not_under_it.flags --seed=1'
+  )

@@ -233,7 +233,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
-  example = shlex.join(trainer_command(cells[-1], runs_dir))
+  example = cell_runner.shown_command(trainer_command(cells[-1], runs_dir))
   lines = [
     '# FedAvg-ME vs FedPA-ME on Fashion-MNIST Dir(0.1) (offline stand-in for Al-Shedivat et al. '
     '2021, Table 3)',

@@ -332,7 +332,7 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
     f"{FLAGS.rounds}), mean +- std over seeds, of the clients' local test accuracy.",
     f'- FedProx mu tuned on seed {seeds()[0]} over {", ".join(FLAGS.fedprox_mus)}: '
     f'mu = {mu if mu is None else f"{mu:g}"} (fedprox_mu.csv).',
-    f'- Trainer command of a cell: `{shlex.join(trainer_command(cells[-1], runs_dir))}`',
+    f'- Trainer command of a cell: `{cell_runner.shown_command(trainer_command(cells[-1], runs_dir))}`',
     f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}',
     '- Only cells that ran all rounds enter the summary; Avg, STD and Worst 30% are over the '
     '100 clients (unweighted), "pooled" is the accuracy on the union of their test sets.',

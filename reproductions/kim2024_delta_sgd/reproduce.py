@@ -425,7 +425,7 @@ def claim_check(rows: list[dict]) -> list[str]:
 
 
 def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[str]:
-  example = shlex.join(trainer_command(cells[0], runs_dir)) if cells else ''
+  example = cell_runner.shown_command(trainer_command(cells[0], runs_dir)) if cells else ''
   lines = [
     f'# {title}',
     '',
@@ -435,7 +435,7 @@ def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[
     f'{FLAGS.rounds_per_eval} rounds and at the last; seed {FLAGS.seed}.',
     f'- Command: `{cell_runner.command_line("//reproductions/kim2024_delta_sgd:reproduce")}`',
     f'- Trainer command of each cell (here {cells[0].name if cells else "-"}; logs in '
-    f'`{runs_dir}/<cell>.log`): `{example}`',
+    f'`{os.path.relpath(runs_dir, publish.base_dir())}/<cell>.log`): `{example}`',
     f'- TF thread pools per trainer: '
     f'{", ".join(f"{n}={cell_runner.child_env()[n]}" for n in cell_runner.THREAD_VARIABLES)} (fixed for every cell: '
     'the thread count changes float summation order, hence the numbers).',

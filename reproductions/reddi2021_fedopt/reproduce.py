@@ -433,8 +433,7 @@ def write_grid(s: Search, cells: list[search.Cell], out: str) -> str:
 
 
 def header_lines(title: str, s: Search, cells: list[search.Cell]) -> list[str]:
-  base = publish.base_dir() + os.sep  # paths as typed from where the command ran
-  example = shlex.join(trainer_command(cells[0], s.runs_dir)).replace(base, '') if cells else ''
+  example = cell_runner.shown_command(trainer_command(cells[0], s.runs_dir)) if cells else ''
   grid = s.grid
   commit = _commit()
   if commit.endswith('-dirty'):
