@@ -9,6 +9,11 @@ tff_adaptive/runtime/worker_server.py for how it is confined to that address), p
 and runs until Ctrl-C or SIGTERM, which stop it and its worker_binary (exit code 0). The channel
 is plain gRPC without authentication: keep it on a trusted network or behind an SSH tunnel.
 
+Kept running across many runs, a worker's resident memory grows by some 30 MiB per run over its
+first runs: glibc keeps the memory of freed tensors for reuse. `MALLOC_MMAP_THRESHOLD_=131072
+python -m run.worker --port=8000` returns it at once and holds the memory flat, at a cost in
+speed (docs/engines_and_workers.md, "Memory of long-lived workers").
+
 Exit codes: 0 stopped by a signal; 1 the worker_binary died by itself; 2 bad flag or address.
 """
 
