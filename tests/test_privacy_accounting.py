@@ -124,9 +124,9 @@ def test_calibrated_noise_multiplier_is_the_smallest_that_reaches_the_target():
   ('kwargs', 'message'),
   [
     ({'sampling': 'uniform'}, "sampling='uniform': valid choices: poisson, fixed_size, all"),
-    ({'noise_multiplier': 0.0}, 'noise_multiplier must be > 0, got 0.0'),
-    ({'rounds': 0}, 'rounds must be an integer >= 1, got 0'),
-    ({'clients_per_round': 11}, 'clients_per_round must be an integer in [1, num_clients=10]'),
+    ({'noise_multiplier': 0.0}, 'noise_multiplier=0.0 is invalid; expected a finite number > 0'),
+    ({'rounds': 0}, 'rounds=0 is invalid; expected an integer >= 1'),
+    ({'clients_per_round': 11}, 'clients_per_round=11 is invalid; expected at most num_clients=10'),
   ],
 )
 def test_bad_rounds_are_one_line_naming_the_value(kwargs, message):

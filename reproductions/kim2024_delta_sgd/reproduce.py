@@ -435,7 +435,7 @@ def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[
     f'{FLAGS.rounds_per_eval} rounds and at the last; seed {FLAGS.seed}.',
     f'- Command: `{cell_runner.command_line("//reproductions/kim2024_delta_sgd:reproduce")}`',
     f'- Trainer command of each cell (here {cells[0].name if cells else "-"}; logs in '
-    f'`{os.path.relpath(runs_dir, publish.base_dir())}/<cell>.log`): `{example}`',
+    f'`{cell_runner.shown_path(runs_dir)}/<cell>.log`): `{example}`',
     f'- TF thread pools per trainer: '
     f'{", ".join(f"{n}={cell_runner.child_env()[n]}" for n in cell_runner.THREAD_VARIABLES)} (fixed for every cell: '
     'the thread count changes float summation order, hence the numbers).',

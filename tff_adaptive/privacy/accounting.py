@@ -44,6 +44,8 @@ import dp_accounting
 from dp_accounting import pld
 from dp_accounting import rdp
 
+from tff_adaptive.core import validation
+
 __all__ = [
   'ACCOUNTANTS',
   'ORDERS',
@@ -84,18 +86,14 @@ class GaussianRounds:
   def __post_init__(self):
     if self.sampling not in SAMPLINGS:
       raise ValueError(f'sampling={self.sampling!r}: valid choices: {", ".join(SAMPLINGS)}')
-    if not (isinstance(self.noise_multiplier, (int, float)) and self.noise_multiplier > 0):
-      raise ValueError(f'noise_multiplier must be > 0, got {self.noise_multiplier!r}')
-    if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 1:
-      raise ValueError(f'rounds must be an integer >= 1, got {self.rounds!r}')
-    if isinstance(self.num_clients, bool) or not isinstance(self.num_clients, int):
-      raise ValueError(f'num_clients must be an integer >= 1, got {self.num_clients!r}')
-    if self.num_clients < 1:
-      raise ValueError(f'num_clients must be an integer >= 1, got {self.num_clients!r}')
-    m = self.clients_per_round
-    if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= self.num_clients:
+    validation.check_positive('noise_multiplier', self.noise_multiplier)
+    validation.check_int('rounds', self.rounds, 1)
+    validation.check_int('num_clients', self.num_clients, 1)
+    validation.check_int('clients_per_round', self.clients_per_round, 1)
+    if self.clients_per_round > self.num_clients:
       raise ValueError(
-        f'clients_per_round must be an integer in [1, num_clients={self.num_clients}], got {m!r}'
+        f'clients_per_round={self.clients_per_round} is invalid; expected at most '
+        f'num_clients={self.num_clients}'
       )
 
   @property
@@ -172,8 +170,7 @@ def calibrated_noise_multiplier(
 ) -> float:
   """The smallest noise multiplier z (to `tolerance`, rounded up) whose run of `rounds` rounds
   has epsilon <= `target_epsilon` at `delta`: bisection on z, epsilon falling as z grows."""
-  if not (isinstance(target_epsilon, (int, float)) and target_epsilon > 0):
-    raise ValueError(f'target_epsilon must be > 0, got {target_epsilon!r}')
+  validation.check_positive('target_epsilon', target_epsilon)
   _check_delta(delta)
 
   def eps(z: float) -> float:

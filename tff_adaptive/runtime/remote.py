@@ -190,27 +190,24 @@ class _WorkerStub(tff.framework.RemoteExecutorStub):
       self._live_executors.remove(request.executor.id)
     self._stub.dispose_executor(request)
 
-  def release(self, *, dispose: bool) -> int:
+  def release(self, *, dispose: bool) -> None:
     """Stops all further RPCs but this one; with `dispose`, first disposes the executors got
     and not disposed, all within `_DISPOSE_DEADLINE_S` (errors ignored: the worker may be
-    gone). Returns how many were disposed."""
+    gone)."""
     with self._lock:
       self._released = True
       ids, self._live_executors = self._live_executors, []
     if not dispose:
-      return 0
+      return
     deadline = time.monotonic() + _DISPOSE_DEADLINE_S
-    disposed = 0
     for executor_id in ids:
       request = executor_pb2.DisposeExecutorRequest(
         executor=executor_pb2.ExecutorId(id=executor_id)
       )
       try:
         self._group.DisposeExecutor(request, timeout=max(deadline - time.monotonic(), 0.01))
-        disposed += 1
       except grpc.RpcError:
         break  # gone, or did not answer in time: the rest would fail the same way
-    return disposed
 
   @property
   def is_ready(self) -> bool:
