@@ -26,6 +26,7 @@ import os
 import pkgutil
 import signal
 import sys
+import warnings
 
 import tff_adaptive  # noqa: F401  (first: quiets TensorFlow's C++ logging before TF loads)
 
@@ -102,7 +103,60 @@ def _summary(row) -> str:
   return ', '.join(
     f'{k}={v:.4f}'
     for k, v in row.items()
-    if k.startswith('eval_') and not k.startswith('eval_client_') or k == 'train_loss'
+    if k.startswith('eval_')
+    and not k.startswith('eval_client_')
+    or k in ('train_loss', 'dp_epsilon')
+  )
+
+
+def _dp_aggregation(config):
+  """`aggregators.dp_mean` of --dp (None without it), its noise seeded by --seed."""
+  if config.dp is None:
+    return None
+  from tff_adaptive import aggregators  # pylint: disable=g-import-not-at-top
+
+  dp = config.dp
+  kwargs = {'noise_seed': config.seed}
+  if dp.adaptive:
+    kwargs.update(
+      target_quantile=dp.target_quantile,
+      clip_learning_rate=dp.clip_learning_rate,
+      clipped_count_stddev=dp.clipped_count_stddev,
+    )
+  with warnings.catch_warnings(record=True) as caught:
+    # TFF warns when the adaptive clip's count takes much of the budget: one line of ours.
+    warnings.simplefilter('always')
+    aggregation = aggregators.dp_mean(
+      dp.mechanism, dp.noise_multiplier, config.clients_per_round, dp.clip, **kwargs
+    )
+  for warning in caught:
+    print(f'federated_trainer: warning: --dp: {warning.message}', file=sys.stderr, flush=True)
+  return aggregation
+
+
+def _epsilon_by_round(config, num_clients: int):
+  """(round T -> epsilon of T rounds, a one-line description) of a --dp run; (None, '') without.
+
+  The sampling accounted is the trainer's: exactly m of the N clients, uniformly without
+  replacement, every round (all N when m = N). z = 0 is not private: epsilon is infinite.
+  """
+  if config.dp is None:
+    return None, ''
+  from tff_adaptive.privacy import accounting  # pylint: disable=g-import-not-at-top
+
+  dp, m = config.dp, config.clients_per_round
+  delta = dp.delta_for(num_clients)
+  described = (
+    f'DP: {dp.mechanism}, noise multiplier {dp.noise_multiplier:g}, clip {dp.clip:g}, '
+    f'{m} of {num_clients} clients per round'
+  )
+  if dp.noise_multiplier == 0:
+    return (lambda rounds: float('inf')), f'{described}; z = 0: clipping only, not private'
+  sampling = 'all' if m == num_clients else 'fixed_size'
+  by_round = accounting.EpsilonByRound(dp.noise_multiplier, m, num_clients, sampling, delta)
+  return by_round.epsilon, (
+    f'{described}; epsilon after {config.total_rounds} round{"s" * (config.total_rounds != 1)}: '
+    f'{by_round.epsilon(config.total_rounds):.4g} at delta {delta:.3g} (RDP, sampling {sampling})'
   )
 
 
@@ -118,6 +172,7 @@ def _build_algorithm(config, task):
       server_learning_rate=config.server.learning_rate,
       server_lr_schedule=config.server_lr_schedule,
       num_clients=len(task.client_ids),
+      aggregation=_dp_aggregation(config),
       **config.algorithm_hparams(),
     ),
   )
@@ -197,6 +252,7 @@ def _train(config, output_dir: str) -> None:
       task.client_ids, config.clients_per_round, config.seed, config.client_sampler
     )
     algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
+    epsilon, dp_line = _epsilon_by_round(config, len(task.client_ids))
     if config.runtime.workers:  # before anything is written
       runtime.check_reachable(config.runtime.workers, config.runtime.worker_connect_timeout)
     # The directory, its lock (held until this process ends), then the hparams check and first
@@ -225,11 +281,12 @@ def _train(config, output_dir: str) -> None:
 
   tf.keras.utils.set_random_seed(config.seed)
   initial_weights = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(config.seed))
-  print(
-    f'{task.description}\n{config.algorithm} ({config.server.name} server) on engine '
-    f'{config.engine}\noutput: {output_dir}',
-    flush=True,
-  )
+  header = [
+    task.description,
+    f'{config.algorithm} ({config.server.name} server) on engine {config.engine}',
+  ]
+  header += [dp_line] if dp_line else []
+  print('\n'.join([*header, f'output: {output_dir}']), flush=True)
   try:
     with _execution(config):
       engine = engine_config.build_engine(
@@ -257,6 +314,7 @@ def _train(config, output_dir: str) -> None:
           output_dir=output_dir,
           target_metric=config.runtime.target_metric,
           targets=config.runtime.rounds_to_target,
+          epsilon=epsilon,
         ),
         final_test=task.final_test,
         warn=sys.stderr,

@@ -26,6 +26,7 @@ from tff_adaptive.loop import outputs
 from tff_adaptive.loop import sampling
 from tff_adaptive.loop import targets
 from tff_adaptive.optimizers import config as optimizer_config
+from tff_adaptive.privacy import config as privacy_config
 from tff_adaptive.runtime import addresses
 from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import config as task_config
@@ -43,6 +44,48 @@ flags.DEFINE_float('synthetic_alpha', 1.0, 'LEAF Synthetic alpha (synthetic).')
 flags.DEFINE_float('synthetic_beta', 1.0, 'LEAF Synthetic beta (synthetic).')
 flags.DEFINE_integer(
   'num_clients', None, "Population size of generated/partitioned tasks (default: task's)."
+)
+flags.DEFINE_integer(
+  'examples_per_client',
+  None,
+  "Examples per client of a partitioned task (fmnist; default: task's), 80% of them for "
+  'training; num_clients x examples_per_client must fit the dataset (60,000 for fmnist).',
+)
+# Differential privacy.
+flags.DEFINE_string(
+  'dp',
+  'none',
+  "User-level differential privacy: none, gaussian_fixed (every client's update clipped to "
+  'L2 norm --dp_clip, Gaussian noise of std z C added to their sum, divided by the clients per '
+  'round, then the server optimizer) or gaussian_adaptive (the clip follows a quantile of the '
+  'update norms, Andrew et al. 2021). Every client counts once (--client_weighting=uniform); '
+  'metrics.csv gets dp_epsilon after every round. fedopt, fedprox and fedpa only.',
+)
+flags.DEFINE_float(
+  'dp_noise_multiplier', 1.0, '--dp: noise multiplier z >= 0 (0: clipping only, not private).'
+)
+flags.DEFINE_float(
+  'dp_clip', 1.0, "--dp: clip C > 0 of a client's update (gaussian_adaptive: its initial value)."
+)
+flags.DEFINE_float(
+  'dp_target_quantile',
+  0.5,
+  '--dp=gaussian_adaptive: the quantile of the update norms the clip tracks, in (0, 1).',
+)
+flags.DEFINE_float(
+  'dp_clip_learning_rate', 0.2, '--dp=gaussian_adaptive: learning rate (>= 0) of the clip.'
+)
+flags.DEFINE_bool(
+  'dp_noise_aware_server',
+  False,
+  '--dp=gaussian_fixed with --server_optimizer=adagrad/adam/yogi: remove the known noise '
+  'variance (z C / m)^2 from the second moment, v_t on g_t^2 - (z C / m)^2, clamped at 0.',
+)
+flags.DEFINE_float(
+  'dp_delta',
+  None,
+  '--dp: the delta of the reported (epsilon, delta), in (0, 1). Default: 1 / N^1.1 for N '
+  'training clients.',
 )
 # Algorithm and engine.
 flags.DEFINE_string(
@@ -277,7 +320,15 @@ flags.DEFINE_integer(
 SECTIONS = (
   (
     'Task and data',
-    ('task', 'data_dir', 'dirichlet_alpha', 'synthetic_alpha', 'synthetic_beta', 'num_clients'),
+    (
+      'task',
+      'data_dir',
+      'dirichlet_alpha',
+      'synthetic_alpha',
+      'synthetic_beta',
+      'num_clients',
+      'examples_per_client',
+    ),
   ),
   ('Algorithm', ('algorithm', 'client_weighting')),
   (
@@ -358,6 +409,18 @@ SECTIONS = (
       'target_metric',
       'client_sampler',
       'seed',
+    ),
+  ),
+  (
+    'Differential privacy',
+    (
+      'dp',
+      'dp_noise_multiplier',
+      'dp_clip',
+      'dp_target_quantile',
+      'dp_clip_learning_rate',
+      'dp_noise_aware_server',
+      'dp_delta',
     ),
   ),
   ('Outputs', ('root_output_dir', 'experiment_name')),
@@ -448,6 +511,7 @@ class ExperimentConfig:
   fedprox: algorithm_config.FedProxHParams | None = None
   qfedavg: algorithm_config.QFedAvgHParams | None = None
   adafedadam: algorithm_config.AdaFedAdamHParams | None = None
+  dp: privacy_config.DPConfig | None = None
 
   def algorithm_hparams(self) -> dict[str, Any]:
     """{'fedpa': FedPAHParams, ...}: the chosen algorithm's own hyperparameters, if any."""
@@ -481,6 +545,7 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
     'client_sampler': config.client_sampler,
     'xla': config.xla,
     **{name: dataclasses.asdict(h) for name, h in config.algorithm_hparams().items()},
+    **({'dp': config.dp.record()} if config.dp is not None else {}),
     # total_rounds may grow on a rerun (extending a run) unless a schedule depends on it,
     # in which case the schedule's record holds it too (and is fingerprinted).
     # The data's location is not a hyperparameter: the same command from another checkout or
@@ -517,6 +582,8 @@ def task_record(config: task_config.TaskConfig) -> dict[str, Any]:
       field: getattr(config, field)
       for field in catalog.TASKS[config.name].reads
       if field != 'data_dir'
+      # Recorded when set: the records of runs from before the option stand.
+      and not (field == 'examples_per_client' and config.examples_per_client is None)
     },
   }
 
@@ -575,6 +642,18 @@ def ignored_flags(config: ExperimentConfig) -> list[str]:
   for flag, field in {'client_learning_rate': 'learning_rate', **_CLIENT_FLAG_FIELDS}.items():
     if FLAGS[flag].present and field not in client:
       lines.append(f'--{flag} is ignored by client optimizer {config.client.optimizer.name!r}')
+  for flag in _DP_FLAGS:
+    if FLAGS[flag].present and config.dp is None:
+      lines.append(f'--{flag} is ignored without --dp')
+  for flag in _ADAPTIVE_DP_FLAGS:
+    if FLAGS[flag].present and config.dp is not None and not config.dp.adaptive:
+      lines.append(f'--{flag} is ignored by --dp={config.dp.mechanism}')
+  if config.dp is not None and FLAGS.client_weighting != algorithm_config.UNIFORM_WEIGHTING:
+    if FLAGS['client_weighting'].present:
+      lines.append(
+        f'--client_weighting={FLAGS.client_weighting} is ignored under --dp: every client counts '
+        'once (a weight that grows with the data would raise the sensitivity)'
+      )
   for algorithm, names in _ALGORITHM_FLAGS.items():
     if config.algorithm != algorithm:
       for flag in names:
@@ -584,7 +663,31 @@ def ignored_flags(config: ExperimentConfig) -> list[str]:
 
 
 # Task flags, each the `task_config.TaskConfig` field of its name; a task reads those of its entry.
-_TASK_FLAGS = ('data_dir', 'dirichlet_alpha', 'synthetic_alpha', 'synthetic_beta', 'num_clients')
+_TASK_FLAGS = (
+  'data_dir',
+  'dirichlet_alpha',
+  'synthetic_alpha',
+  'synthetic_beta',
+  'num_clients',
+  'examples_per_client',
+)
+
+# --dp's own flags; those read by gaussian_adaptive only.
+_ADAPTIVE_DP_FLAGS = ('dp_target_quantile', 'dp_clip_learning_rate')
+_DP_FLAGS = (
+  'dp_noise_multiplier',
+  'dp_clip',
+  'dp_delta',
+  'dp_noise_aware_server',
+  *_ADAPTIVE_DP_FLAGS,
+)
+_DP_FIELD_FLAGS = {
+  'noise_multiplier': '--dp_noise_multiplier',
+  'clip': '--dp_clip',
+  'target_quantile': '--dp_target_quantile',
+  'clip_learning_rate': '--dp_clip_learning_rate',
+  'delta': '--dp_delta',
+}
 
 # Flags read by one algorithm only.
 _ALGORITHM_FLAGS = {
@@ -604,6 +707,49 @@ _ALGORITHM_FLAGS = {
     'adafedadam_certainty_floor',
   ),
 }
+
+
+def _dp_from_flags(clients_per_round: int) -> privacy_config.DPConfig | None:
+  """--dp's config (None for --dp=none), checked against the algorithm and clients per round."""
+  _choice('dp', FLAGS.dp, privacy_config.DP_MECHANISMS)
+  if FLAGS.dp == privacy_config.NO_DP:
+    return None
+  refusal = algorithm_config.dp_refusal(FLAGS.algorithm)
+  if refusal is not None:
+    raise ValueError(f'--dp={FLAGS.dp}: {refusal}')
+  try:
+    dp = privacy_config.DPConfig(
+      mechanism=FLAGS.dp,
+      noise_multiplier=FLAGS.dp_noise_multiplier,
+      clip=FLAGS.dp_clip,
+      target_quantile=FLAGS.dp_target_quantile,
+      clip_learning_rate=FLAGS.dp_clip_learning_rate,
+      delta=FLAGS.dp_delta,
+    )
+    dp.check_clients_per_round(clients_per_round)
+  except ValueError as e:
+    raise ValueError(_name_the_flag(str(e), _DP_FIELD_FLAGS)) from None
+  return dp
+
+
+def _noise_variance_from_flags(
+  dp: privacy_config.DPConfig | None, server_name: str, clients_per_round: int
+) -> float:
+  """sigma^2 = (z C / m)^2 for --dp_noise_aware_server, else 0 (the server as published)."""
+  if not FLAGS.dp_noise_aware_server or dp is None:
+    return 0.0
+  if dp.adaptive:
+    raise ValueError(
+      '--dp_noise_aware_server needs --dp=gaussian_fixed: with gaussian_adaptive the clip, and '
+      'so the noise variance, changes every round'
+    )
+  if server_name not in optimizer_config.NOISE_AWARE_SERVER_OPTIMIZERS:
+    valid = ', '.join(optimizer_config.NOISE_AWARE_SERVER_OPTIMIZERS)
+    raise ValueError(
+      f'--dp_noise_aware_server corrects an adaptive second moment: valid --server_optimizer: '
+      f'{valid} (got {server_name!r})'
+    )
+  return (dp.noise_multiplier * dp.clip / clients_per_round) ** 2
 
 
 def _nonnegative(name: str) -> float:
@@ -768,6 +914,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
     'client_epochs_per_round',
     'dirichlet_alpha',
     'num_clients',
+    'examples_per_client',
     'client_epsilon',
     'sps_c',
     'sps_eta_max',
@@ -844,6 +991,8 @@ def experiment_config_from_flags() -> ExperimentConfig:
     )
   defaults = catalog.TASKS[FLAGS.task].defaults
   total_rounds = _or(FLAGS.total_rounds, defaults.total_rounds)
+  clients_per_round = _or(FLAGS.clients_per_round, defaults.clients_per_round)
+  dp = _dp_from_flags(clients_per_round)
   server_name = FLAGS.server_optimizer
   if FLAGS.algorithm == 'adafedadam':
     if not FLAGS['server_optimizer'].present:
@@ -853,6 +1002,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
         f'--algorithm=adafedadam steps with the certainty-adaptive AdaAdam: valid '
         f'--server_optimizer: adaadam (got {server_name!r})'
       )
+  noise_variance = _noise_variance_from_flags(dp, server_name, clients_per_round)
   try:
     server = optimizer_config.ServerOptimizerConfig(
       name=server_name,
@@ -872,6 +1022,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       initial_accumulator_value=FLAGS.initial_accumulator_value,
       variant=FLAGS.adaptive_variant,
       certainty_lr_from_step=FLAGS.adaadam_certainty_lr_from_step,
+      noise_variance=noise_variance,
     )
     optimizer_config.check_server_optimizer(server)  # the builder's checks, without building
   except ValueError as e:
@@ -907,7 +1058,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       lr_schedule=optimizer_config.ScheduleConfig(
         FLAGS.client_lr_schedule, total_rounds=total_rounds
       ),
-      weighting=FLAGS.client_weighting,
+      weighting=algorithm_config.UNIFORM_WEIGHTING if dp is not None else FLAGS.client_weighting,
       max_epochs=FLAGS.client_epochs_max,
     )
   except ValueError as e:
@@ -942,7 +1093,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       FLAGS.server_lr_schedule, total_rounds=total_rounds
     ),
     client=client,
-    clients_per_round=_or(FLAGS.clients_per_round, defaults.clients_per_round),
+    clients_per_round=clients_per_round,
     total_rounds=total_rounds,
     seed=FLAGS.seed,
     client_sampler=FLAGS.client_sampler,
@@ -959,6 +1110,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       rounds_to_target=targets.parse_thresholds('rounds_to_target', FLAGS.rounds_to_target),
     ),
     fedpa=fedpa_hparams,
+    dp=dp,
     **fair_hparams,
   )
 

@@ -91,7 +91,7 @@ TASKS: registry.Registry[TaskEntry] = registry.Registry(
       TaskDefaults(
         clients_per_round=10, client_batch_size=64, total_rounds=1000, client_learning_rate=0.05
       ),
-      ('data_dir', 'dirichlet_alpha', 'num_clients'),
+      ('data_dir', 'dirichlet_alpha', 'num_clients', 'examples_per_client'),
       _FASHION_MNIST,
       datasets.DEFAULT_FASHION_MNIST_DIR,
     ),

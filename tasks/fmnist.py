@@ -36,8 +36,9 @@ def build_fmnist_task(config: base.TaskConfig) -> base.Task:
   """Loads Fashion-MNIST from config.data_dir (default: the Debian package) and partitions it."""
   data = datasets.load_fashion_mnist(config.data_dir)
   num_clients = config.num_clients or NUM_CLIENTS
+  per_client = config.examples_per_client or EXAMPLES_PER_CLIENT
   parts = datasets.dirichlet_label_partition(
-    data.y_train, num_clients, EXAMPLES_PER_CLIENT, config.dirichlet_alpha, seed=config.seed
+    data.y_train, num_clients, per_client, config.dirichlet_alpha, seed=config.seed
   )
   train, local_test = {}, {}
   for k, idx in enumerate(parts):
@@ -55,7 +56,7 @@ def build_fmnist_task(config: base.TaskConfig) -> base.Task:
     metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
     defaults=DEFAULTS,
     description=(
-      f'Fashion-MNIST, {num_clients} clients x {EXAMPLES_PER_CLIENT} examples, '
+      f'Fashion-MNIST, {num_clients} clients x {per_client} examples, '
       f'Dirichlet(alpha={config.dirichlet_alpha}) labels, CNN (Kim et al. 2024)'
     ),
   )

@@ -249,10 +249,11 @@ def _values(rng, k):
 
 def _fold(aggregation, values, weights):
   specs = tf.nest.map_structure(lambda v: tf.TensorSpec(np.shape(v), tf.float32), values[0])
-  acc = aggregation.zero(specs)
+  state = aggregation.initialize(specs)
+  acc = aggregation.zero(specs, state)
   for v, w in zip(values, weights):
     acc = aggregation.accumulate(acc, tf.nest.map_structure(tf.constant, v), w)
-  return aggregation.report(acc)
+  return aggregation.report(acc, state)[0]
 
 
 @pytest.mark.parametrize('alpha', [0.0, 1.0, 2.5])

@@ -91,6 +91,24 @@ _MISTAKES = {
     ['--task=synthetic', '--engine=inprocess', '--local_workers=2'],
     '--workers and --local_workers need --engine=tff',
   ),
+  'dp_algorithm': (
+    ['--task=synthetic', '--dp=gaussian_fixed', '--algorithm=scaffold'],
+    "--dp=gaussian_fixed: algorithm 'scaffold' cannot run under DP",
+  ),
+  'dp_noise_aware_adaptive': (
+    [
+      '--task=synthetic',
+      '--dp=gaussian_adaptive',
+      '--dp_noise_multiplier=0.5',
+      '--server_optimizer=adam',
+      '--dp_noise_aware_server',
+    ],
+    '--dp_noise_aware_server needs --dp=gaussian_fixed',
+  ),
+  'dp_negative_noise': (
+    ['--task=synthetic', '--dp=gaussian_fixed', '--dp_noise_multiplier=-0.1'],
+    '--dp_noise_multiplier=-0.1 is invalid; expected a finite number >= 0',
+  ),
   # The task's data files are checked before the imports too.
   'data_files': (
     ['--task=so_lr', '--data_dir=/nonexistent'],

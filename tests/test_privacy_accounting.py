@@ -149,3 +149,12 @@ def test_bad_accounting_is_one_line_naming_the_value(sampling, delta, accountant
   with pytest.raises(ValueError) as raised:
     accounting.epsilon(run, delta, accountant=accountant)
   assert message in str(raised.value) and '\n' not in str(raised.value)
+
+
+@pytest.mark.parametrize('sampling', ['poisson', 'fixed_size', 'all'])
+def test_epsilon_by_round_is_the_epsilon_of_that_many_rounds(sampling):
+  by_round = accounting.EpsilonByRound(0.9, 20, 400, sampling, 1e-4)
+  for rounds in (1, 7, 150):
+    run = accounting.GaussianRounds(0.9, rounds, 20, 400, sampling)
+    assert by_round.epsilon(rounds) == pytest.approx(accounting.epsilon(run, 1e-4), rel=1e-12)
+  assert by_round.epsilon(2) > by_round.epsilon(1)

@@ -330,3 +330,16 @@ def test_task_model_loss_metrics_and_one_federated_round(built, name):
     summary, per_client = evaluator.evaluate_clients(new, task.client_test)
     assert set(per_client) == set(task.client_test)
     assert np.isfinite(summary['loss_mean'])
+
+
+def test_fmnist_many_small_clients():
+  # The DP study's population (reproductions/dp_fedopt): 1000 clients x 60 examples, 80% train.
+  if not os.path.isdir('/usr/share/datasets/fashion-mnist'):
+    pytest.skip('Fashion-MNIST missing (apt-get install dataset-fashion-mnist)')
+  task = tasks.build_task(
+    tasks.TaskConfig('fmnist', seed=2, num_clients=1000, examples_per_client=60)
+  )
+  assert len(task.client_ids) == 1000
+  assert {len(c['y']) for c in task.train_clients.values()} == {48}
+  assert {len(c['y']) for c in task.client_test.values()} == {12}
+  assert '1000 clients x 60 examples' in task.description

@@ -51,8 +51,16 @@ def _lr_at(learning_rate: LearningRate, k: int) -> float:
   return float(learning_rate[k])
 
 
-def _second_moment(rule: str, v: np.ndarray, g: np.ndarray, beta_2: float) -> np.ndarray:
-  g2 = g * g
+def _second_moment(
+  rule: str, v: np.ndarray, g: np.ndarray, beta_2: float, noise_variance: float = 0.0
+) -> np.ndarray:
+  """v_t of `rule`; with noise_variance sigma^2 > 0, on s = g^2 - sigma^2 and clamped at 0."""
+  if noise_variance:
+    return np.maximum(_second_moment_of(rule, v, g * g - noise_variance, beta_2), 0.0)
+  return _second_moment_of(rule, v, g * g, beta_2)
+
+
+def _second_moment_of(rule: str, v: np.ndarray, g2: np.ndarray, beta_2: float) -> np.ndarray:
   if rule == 'adagrad':
     return v + g2
   if rule == 'adam':
@@ -72,6 +80,7 @@ def adaptive_server(
   tau: float,
   v0: float,
   bias_correction: bool,
+  noise_variance: float = 0.0,
 ) -> list[Arrays]:
   """Iterates of x_{t+1} = x_t - eta_t m_t / (sqrt(v_t) + tau), tau outside the sqrt.
 
@@ -84,6 +93,8 @@ def adaptive_server(
     tau: adaptivity, added to sqrt(v_t).
     v0: v_{-1}, the same for every entry.
     bias_correction: multiply eta by sqrt(1 - beta_2^t) / (1 - beta_1^t), t from 1.
+    noise_variance: sigma^2 of DP noise known to be in g: v_t's rule applied to g^2 - sigma^2,
+      then clamped at 0 (the noise-aware server).
 
   Returns:
     [x_1, ..., x_T] in float64.
@@ -99,7 +110,7 @@ def adaptive_server(
       eta *= np.sqrt(1.0 - beta_2**t) / (1.0 - beta_1**t)
     g = _as64(g)
     m = [beta_1 * mi + (1.0 - beta_1) * gi for mi, gi in zip(m, g)]
-    v = [_second_moment(rule, vi, gi, beta_2) for vi, gi in zip(v, g)]
+    v = [_second_moment(rule, vi, gi, beta_2, noise_variance) for vi, gi in zip(v, g)]
     x = [xi - eta * mi / (np.sqrt(vi) + tau) for xi, mi, vi in zip(x, m, v)]
     iterates.append(x)
   return iterates

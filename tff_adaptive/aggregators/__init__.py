@@ -13,13 +13,20 @@ what the server step reads.
 * `normalized_mean()`: FedNova's g = tau_eff sum_i p_i d_i, tau_eff = sum_i p_i a_i
   (`NormalizedMeanFactory`);
 * `certainty_weighted_mean(alpha)`: AdaFedAdam's (g, C) with weights p_k I_k^alpha
-  (`CertaintyWeightedMeanFactory`).
+  (`CertaintyWeightedMeanFactory`);
+* `dp_mean(...)` (module `dp`): user-level differential privacy, each client's update clipped
+  to L2 norm C, summed, N(0, (z C)^2) added, divided by the clients per round m: TFF's
+  `tff.aggregators.DifferentiallyPrivateFactory` over a TensorFlow Privacy query whose noise is
+  a function of (seed, round). The weights are not read (every client counts once).
+
+The fold may keep state across rounds (the DP query's clip and noise counter): `initialize(specs)`
+is the state before round 0, `zero(specs, state)` the round's empty accumulator, and
+`report(acc, state)` returns (result, new state, measurements), the measurements structured as
+the TFF face's. The in-process engine carries the state in its server state, as TFF's
+LearningProcess carries the factory's process state.
 """
 
 import collections
-from collections.abc import Callable
-import dataclasses
-from typing import Any
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -31,26 +38,9 @@ from tff_adaptive.aggregators.factories import UPDATE_KEY
 from tff_adaptive.aggregators.factories import CertaintyWeightedMeanFactory
 from tff_adaptive.aggregators.factories import NormalizedMeanFactory
 from tff_adaptive.aggregators.factories import certainty_weight
+from tff_adaptive.aggregators.update_aggregation import UpdateAggregation
+from tff_adaptive.aggregators.update_aggregation import stateless as _stateless
 from tff_adaptive.core import tree
-
-
-@dataclasses.dataclass(frozen=True)
-class UpdateAggregation:
-  """A weighted aggregation of client updates (see the module docstring).
-
-  Attributes:
-    name: short name, for logs.
-    factory: no-arg callable returning a `tff.aggregators.WeightedAggregationFactory`.
-    zero: client update specs -> the empty accumulator.
-    accumulate: (accumulator, update, weight) -> accumulator.
-    report: accumulator -> the aggregated update.
-  """
-
-  name: str
-  factory: Callable[[], tff.aggregators.WeightedAggregationFactory]
-  zero: Callable[[Any], Any]
-  accumulate: Callable[[Any, Any, tf.Tensor], Any]
-  report: Callable[[Any], Any]
 
 
 def _zeros(specs):
@@ -78,7 +68,7 @@ def _mean_fold():
 def weighted_mean() -> UpdateAggregation:
   """sum_i w_i u_i / sum_i w_i; TFF face `tff.aggregators.MeanFactory()`."""
   zero, accumulate, report = _mean_fold()
-  return UpdateAggregation('weighted_mean', tff.aggregators.MeanFactory, zero, accumulate, report)
+  return _stateless('weighted_mean', tff.aggregators.MeanFactory, zero, accumulate, report)
 
 
 def normalized_mean() -> UpdateAggregation:
@@ -94,7 +84,7 @@ def normalized_mean() -> UpdateAggregation:
     means = mean(acc)
     return tree.scale(means[UPDATE_KEY], means[STEPS_KEY])
 
-  return UpdateAggregation('normalized_mean', NormalizedMeanFactory, zero, accumulate, report)
+  return _stateless('normalized_mean', NormalizedMeanFactory, zero, accumulate, report)
 
 
 def certainty_weighted_mean(alpha: float = 1.0) -> UpdateAggregation:
@@ -115,7 +105,7 @@ def certainty_weighted_mean(alpha: float = 1.0) -> UpdateAggregation:
     w = certainty_weight(weight, value[LOSS_RATIO_KEY], alpha)
     return accumulate_mean(acc, _certainty_part(value), w)
 
-  return UpdateAggregation(
+  return _stateless(
     f'certainty_weighted_mean(alpha={alpha:g})',
     lambda: CertaintyWeightedMeanFactory(alpha),
     zero,
@@ -140,6 +130,16 @@ __all__ = [
   'UpdateAggregation',
   'certainty_weight',
   'certainty_weighted_mean',
+  'dp_mean',
   'normalized_mean',
   'weighted_mean',
 ]
+
+
+def __getattr__(name):
+  # `dp_mean` lives in `dp`, which builds on UpdateAggregation above; loaded on first use.
+  if name == 'dp_mean':
+    from tff_adaptive.aggregators.dp import dp_mean  # pylint: disable=g-import-not-at-top
+
+    return dp_mean
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

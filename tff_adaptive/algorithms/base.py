@@ -37,6 +37,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_adaptive import aggregators
+from tff_adaptive.algorithms import config as algorithm_config
 from tff_adaptive.algorithms.config import CLIENT_WEIGHTINGS  # noqa: F401  (re-exported)
 from tff_adaptive.algorithms.config import EXAMPLE_WEIGHTING  # noqa: F401  (re-exported)
 from tff_adaptive.algorithms.config import UNIFORM_WEIGHTING
@@ -146,6 +147,8 @@ class Algorithm(abc.ABC):
       )
     self.server_optimizer = server_optimizer
     self.aggregation = aggregation or aggregators.weighted_mean()
+    if self.aggregation.differentially_private and algorithm_config.dp_refusal(self.name):
+      raise ValueError(f'{builder}: {algorithm_config.dp_refusal(self.name)}')
 
   # -- Server-held state besides the model and the server optimizer's state. -----------------
 

@@ -200,6 +200,31 @@ class AdaFedAdamHParams:
 
 
 # -------------------------------------------------------------------------------------------
+# Differential privacy (`aggregators.dp_mean`, the trainer's --dp).
+
+# The algorithms that refuse a differentially private aggregation, and why. The others send one
+# model-shaped value per client and read nothing else from it at the server, so clipping that
+# value bounds a client's influence on the round's release (their docstrings say what is
+# clipped): fedopt and fedprox (u_i = x_t - x_i), fedpa (the posterior delta).
+DP_REFUSALS = {
+  'scaffold': "its clients' control-variate changes Delta c_i carry their data too and would "
+  'reach the server unclipped and without noise',
+  'fednova': "its clients' step counts a_i (which grow with their data) scale the update "
+  'through tau_eff unclipped and without noise',
+  'qfedavg': "its aggregation weights and normaliser are functions of the clients' losses, "
+  'which have no bound: no sensitivity to clip to',
+  'adafedadam': 'its aggregation weights p_k I_k^alpha and certainties C_k are functions of the '
+  "clients' losses, which have no bound: no sensitivity to clip to",
+}
+
+
+def dp_refusal(name: str) -> str | None:
+  """Why algorithm `name` cannot run with a DP aggregation, as one line; None if it can."""
+  reason = DP_REFUSALS.get(name)
+  return None if reason is None else f'algorithm {name!r} cannot run under DP: {reason}'
+
+
+# -------------------------------------------------------------------------------------------
 # The registry.
 
 
@@ -216,6 +241,8 @@ class AlgorithmInputs:
     num_clients: N, the training population.
     fedpa: FedPA's hyperparameters (read by 'fedpa' only).
     fedprox, qfedavg, adafedadam: those algorithms' hyperparameters (read by each only).
+    aggregation: an `aggregators.UpdateAggregation` replacing the algorithm's own (e.g.
+      `aggregators.dp_mean(...)`); None keeps the algorithm's.
   """
 
   model_fn: Callable[[], tff.learning.models.VariableModel]
@@ -228,11 +255,15 @@ class AlgorithmInputs:
   fedprox: FedProxHParams = FedProxHParams()
   qfedavg: QFedAvgHParams = QFedAvgHParams()
   adafedadam: AdaFedAdamHParams = AdaFedAdamHParams()
+  aggregation: Any = None
 
   def common(self) -> dict:
-    return dict(
+    out = dict(
       server_lr_schedule=self.server_lr_schedule, server_learning_rate=self.server_learning_rate
     )
+    if self.aggregation is not None:
+      out['aggregation'] = self.aggregation
+    return out
 
 
 def _builder(name: str) -> registry.Lazy:

@@ -24,6 +24,10 @@ class _FedOpt(base.Algorithm):
   ClientOpt is any registered client optimizer (SGD, SGDM, Adam, Adagrad, SPS, Delta-SGD of
   Kim et al. 2024). The client statistics are `local_steps` (K) and the client optimizer's own
   (e.g. the mean local `step_size` of SPS and Delta-SGD).
+
+  Under differential privacy (`aggregation=aggregators.dp_mean(...)`): u_i is what is clipped
+  to norm C, and it is the only value of client i the server's model update reads, so one
+  client moves the noised sum by at most C; w_i is not read (every client counts once).
   """
 
   name = 'fedopt'

@@ -80,6 +80,10 @@ class _FedPA(base.Algorithm):
   `delta_non_finite` and `delta_correction` = ||u_i - (x_t - x_K)|| / ||x_t - x_K|| (0 in
   burn-in rounds and for clients without examples, so its mean over a round's clients counts
   those as 0).
+
+  Under differential privacy (`aggregation=aggregators.dp_mean(...)`): the posterior delta u_i
+  (or the burn-in's x_t - x_K) is clipped to norm C, the only value of client i the model update
+  reads; a client with a non-finite delta sends zeros, which count as one client of m.
   """
 
   name = 'fedpa'

@@ -39,7 +39,7 @@ class _FedProx(fedopt._FedOpt):  # pylint: disable=protected-access
 
   FedOpt whose local gradients get the proximal term before the client optimizer sees them,
   so any client optimizer of the project can run it (the paper: SGD). mu = 0 is FedAvg bit
-  for bit.
+  for bit. Under differential privacy, as FedOpt: u_i is clipped, w_i is not read.
   """
 
   name = 'fedprox'

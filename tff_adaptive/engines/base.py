@@ -8,6 +8,7 @@ whose metrics are flat float names (`train_<metric>`, `train_update_non_finite`,
 
 import abc
 import collections
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 from typing import NamedTuple
@@ -72,9 +73,39 @@ class Engine(abc.ABC):
     """The global model of `state`, as NumPy arrays."""
 
 
-def flat_metrics(train: Any, client_stats: Any, update_non_finite: Any) -> collections.OrderedDict:
-  """The loop's flat metric names from the three groups every engine computes."""
+# The aggregator's measurement groups -> the prefix of their metric names (TFF's
+# DifferentiallyPrivateFactory reports its query's metrics, e.g. the adaptive clip, as
+# dp_query_metrics/clip: `dp_clip`).
+_MEASUREMENT_PREFIXES = {'dp_query_metrics': 'dp'}
+
+
+def flat_metrics(
+  train: Any, client_stats: Any, update_non_finite: Any, aggregator: Any = ()
+) -> collections.OrderedDict:
+  """The loop's flat metric names from the groups every engine computes.
+
+  `aggregator`: the aggregation's measurements (a nest of scalars, TFF's structure); each leaf
+  becomes `<group prefix>_<name>` (e.g. `dp_clip`), nothing for an aggregation without any.
+  """
   row = collections.OrderedDict((f'train_{k}', float(v)) for k, v in train.items())
   row['train_update_non_finite'] = float(update_non_finite)
   row.update((f'client_{k}', float(v)) for k, v in client_stats.items())
+  row.update(_flat_measurements(aggregator))
   return row
+
+
+def _flat_measurements(measurements: Any, path: tuple[str, ...] = ()) -> list[tuple[str, float]]:
+  """[(name, value)] of a nest's leaves, the name the path joined by '_' (module constants)."""
+  if isinstance(measurements, Mapping):
+    items = list(measurements.items())
+  elif hasattr(measurements, '_asdict'):
+    items = list(measurements._asdict().items())
+  elif isinstance(measurements, (list, tuple)):
+    items = list(enumerate(measurements))
+  else:
+    first, *rest = path or ('aggregator',)
+    return [('_'.join([_MEASUREMENT_PREFIXES.get(first, first), *rest]), float(measurements))]
+  out = []
+  for key, value in items:
+    out += _flat_measurements(value, (*path, str(key)))
+  return out

@@ -11,8 +11,8 @@ Round t inside the function (clients i = 0..k-1 in the order given):
   eta_l = schedule(t); b = client_broadcast(server extra, t)
   for i: out_i = client_update(model, x_t, D_i, seed_i, eta_l, b, state_i)      (sequential)
          acc = aggregation.accumulate(acc, out_i.update, out_i.weight); sum w_i extras_i; stats
-  g_t = aggregation.report(acc); x_{t+1} = server_update(x_t, g_t) (ServerOpt unless g_t is
-  non-finite)
+  g_t, aggregator state = aggregation.report(acc, aggregator state) (e.g. DP noise and clip);
+  x_{t+1} = server_update(x_t, g_t) (ServerOpt unless g_t is non-finite)
   server extra <- server_extra_update(extra, sum w_i extras_i / sum w_i, k)
 
 The round's clients arrive as one tensor per feature (all clients' examples concatenated)
@@ -142,6 +142,7 @@ class InProcessEngine(base.Engine):
         optimizer=self.algorithm.server_optimizer.initialize(self._specs),
         client_round=tf.constant(0, tf.int32),
         extra=self.algorithm.server_extra_for_model(extra, weights),
+        aggregator=self.algorithm.aggregation.initialize(self._specs),
       )
 
   def model_weights(self, state: Any) -> tff.learning.models.ModelWeights:
@@ -221,7 +222,7 @@ class InProcessEngine(base.Engine):
     zeros = lambda specs: tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), specs)
     fill = lambda specs, v: tf.nest.map_structure(lambda s: tf.fill(s.shape, v), specs)
     carry = (
-      alg.aggregation.zero(spec.update),
+      alg.aggregation.zero(spec.update, state['aggregator']),
       zeros(spec.extras),
       tf.constant(0.0),
       zeros(spec.stats),
@@ -242,7 +243,7 @@ class InProcessEngine(base.Engine):
       lambda i, *_: i < num_clients, body, (tf.constant(0), carry, new_states)
     )
     acc, extras_sum, weight_sum, stat_sum, stat_min, stat_max = carry
-    update = alg.aggregation.report(acc)
+    update, aggregator_state, aggregator_metrics = alg.aggregation.report(acc, state['aggregator'])
     opt_state, trainable, non_finite = alg.server_update(state['optimizer'], x_t.trainable, update)
     new_state = collections.OrderedDict(
       model=tff.learning.models.ModelWeights(tuple(trainable), tuple(x_t.non_trainable)),
@@ -251,6 +252,7 @@ class InProcessEngine(base.Engine):
       extra=alg.next_server_extra(
         state['extra'], tree.divide_no_nan(extras_sum, weight_sum), num_clients, non_finite
       ),
+      aggregator=aggregator_state,
     )
     stats = collections.OrderedDict()
     for name in spec.stats:
@@ -258,7 +260,8 @@ class InProcessEngine(base.Engine):
       stats[f'{name}_min'] = stat_min[name]
       stats[f'{name}_max'] = stat_max[name]
     metrics = self._model.report_local_unfinalized_metrics()
-    return new_state, metrics, stats, non_finite, [ta.stack() for ta in new_states]
+    new_states = [ta.stack() for ta in new_states]
+    return new_state, metrics, stats, non_finite, aggregator_metrics, new_states
 
   def _build_round_fn(self, state, features, splits, seeds_, states, present):
     signature = (
@@ -307,13 +310,13 @@ class InProcessEngine(base.Engine):
     with tf.device(self.device):
       if self._round_fn is None:
         self._round_fn = self._build_round_fn(state, features, splits, seeds_, states, present)
-      new_state, metrics, stats, non_finite, new_states = self._round_fn(
+      new_state, metrics, stats, non_finite, aggregator_metrics, new_states = self._round_fn(
         state, features, splits, seeds_, states, present
       )
     if self._finalizer is None:
       self._finalizer = _Finalizer(self._model.metric_finalizers(), metrics)
     train = self._finalizer(metrics)
-    row = base.flat_metrics(train, stats, non_finite)
+    row = base.flat_metrics(train, stats, non_finite, aggregator_metrics)
     client_states = None
     if self.algorithm.stateful_clients:
       leaves = [np.asarray(a) for a in new_states]

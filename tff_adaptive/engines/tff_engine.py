@@ -609,6 +609,7 @@ class TffEngine(base.Engine):
       metrics['client_work']['train'],
       metrics['client_work']['client_stats'],
       metrics['finalizer']['update_non_finite'],
+      metrics['aggregator'],
     )
     client_states = None
     if self.algorithm.stateful_clients:

@@ -198,6 +198,9 @@ class LoopConfig:
       `<metric>_avg10` on evaluation rounds (`loop.targets`).
     targets: thresholds of that average; `rounds_to_<metric>_<threshold>` holds the first round
       that reached each (written once reached), the "rounds to accuracy" of FedPA's Table 3.
+    epsilon: differentially private runs: round T -> the epsilon of the first T rounds at the
+      run's delta (`privacy.EpsilonByRound.epsilon`), written as `dp_epsilon` every round (a
+      function of the round number, so a resumed run continues it exactly).
   """
 
   total_rounds: int
@@ -207,6 +210,7 @@ class LoopConfig:
   output_dir: str
   target_metric: str = 'eval_accuracy'
   targets: tuple[float, ...] = ()
+  epsilon: Callable[[int], float] | None = None
 
 
 def _flatten(prefix: str, metrics: Mapping[str, float]) -> collections.OrderedDict:
@@ -268,7 +272,7 @@ def _progress_fields(row: Mapping[str, float]) -> str:
   return ' '.join(
     f'{k}={v:.4g}'
     for k, v in row.items()
-    if k in ('train_loss', 'train_accuracy', 'eval_client_accuracy_worst30')
+    if k in ('train_loss', 'train_accuracy', 'eval_client_accuracy_worst30', 'dp_epsilon')
     or (k.startswith('eval_') and not k.startswith('eval_client_'))
   )
 
@@ -438,6 +442,8 @@ def run_training(
             with outputs.writing(client_eval):
               outputs.write_client_eval(output_dir, round_num, per_client)
         tracker.add(row, round_num)
+      if config.epsilon is not None:
+        row['dp_epsilon'] = config.epsilon(round_num)
       round_times.append(time.perf_counter() - started)
       row['seconds_per_round'] = round_times[-1]
       with outputs.writing(metrics_path):

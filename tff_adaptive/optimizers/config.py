@@ -124,13 +124,22 @@ def check_fedadagrad(
   beta_1: float = 0.0,
   initial_accumulator_value: float | None = None,
   variant: str = PUBLISHED,
+  noise_variance: float = 0.0,
 ) -> float:
   """`server.build_fedadagrad`'s check; returns v_{-1} (`initial_accumulator`)."""
   _check_variant(variant)
   _check_positive('learning_rate', learning_rate)
   _check_positive('tau', tau)
   _check_unit_interval('beta_1', beta_1)
+  _check_noise_variance(noise_variance)
   return initial_accumulator(variant, tau, initial_accumulator_value)
+
+
+def _check_noise_variance(noise_variance: float) -> None:
+  if isinstance(noise_variance, bool) or not (
+    isinstance(noise_variance, (int, float)) and 0 <= noise_variance < float('inf')
+  ):
+    raise ValueError(f'noise_variance must be a finite number >= 0, got {noise_variance}')
 
 
 def check_adam_like(
@@ -140,6 +149,7 @@ def check_adam_like(
   beta_2: float = 0.999,
   initial_accumulator_value: float | None = None,
   variant: str = PUBLISHED,
+  noise_variance: float = 0.0,
 ) -> float:
   """`server.build_fedadam`'s and `build_fedyogi`'s check; returns v_{-1}."""
   _check_variant(variant)
@@ -147,6 +157,7 @@ def check_adam_like(
   _check_positive('tau', tau)
   _check_unit_interval('beta_1', beta_1)
   _check_unit_interval('beta_2', beta_2)
+  _check_noise_variance(noise_variance)
   return initial_accumulator(variant, tau, initial_accumulator_value)
 
 
@@ -192,6 +203,9 @@ class ServerOptimizerConfig:
     tau, beta_1, beta_2, initial_accumulator_value, variant: adaptive optimizers'.
       beta_1 None picks 0 for adagrad and 0.9 for adam/yogi/adaadam; tau is AdaAdam's eps.
     certainty_lr_from_step: AdaAdam's (`optimizers.adaadam`).
+    noise_variance: adagrad, adam, yogi: the known variance sigma^2 of the noise on every
+      coordinate of g_t (user-level DP: (z C / m)^2), removed from the second moment
+      (`server.build_fedadam`); 0 (the default) leaves the optimizer as published.
   """
 
   name: str = 'sgd'
@@ -203,6 +217,7 @@ class ServerOptimizerConfig:
   initial_accumulator_value: float | None = None
   variant: str = PUBLISHED
   certainty_lr_from_step: int = 0
+  noise_variance: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,6 +275,7 @@ def _adagrad_arguments(c: ServerOptimizerConfig) -> dict[str, Any]:
     beta_1=_beta_1(c, 0.0),
     initial_accumulator_value=c.initial_accumulator_value,
     variant=c.variant,
+    noise_variance=c.noise_variance,
   )
 
 
@@ -271,6 +287,7 @@ def _adam_like_arguments(c: ServerOptimizerConfig) -> dict[str, Any]:
     beta_2=c.beta_2,
     initial_accumulator_value=c.initial_accumulator_value,
     variant=c.variant,
+    noise_variance=c.noise_variance,
   )
 
 
@@ -349,7 +366,13 @@ def server_optimizer_record(config: ServerOptimizerConfig) -> dict[str, Any]:
     record['beta_1'] = 0.0 if config.name == 'adagrad' else 0.9
   if 'initial_accumulator_value' in record and record['initial_accumulator_value'] is None:
     record['initial_accumulator_value'] = initial_accumulator(config.variant, config.tau, None)
+  if config.noise_variance and config.name in NOISE_AWARE_SERVER_OPTIMIZERS:
+    record['noise_variance'] = config.noise_variance  # only when set: older records stand
   return record
+
+
+# The server optimizers that can remove a known noise variance from their second moment.
+NOISE_AWARE_SERVER_OPTIMIZERS = ('adagrad', 'adam', 'yogi')
 
 
 # -------------------------------------------------------------------------------------------

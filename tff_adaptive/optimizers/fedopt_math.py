@@ -43,8 +43,41 @@ def adam_second_moment(v_prev: tf.Tensor, g: tf.Tensor, beta_2: tf.Tensor) -> tf
 
 def yogi_second_moment(v_prev: tf.Tensor, g: tf.Tensor, beta_2: tf.Tensor) -> tf.Tensor:
   """v_t = v_{t-1} - (1 - beta_2) * g_t^2 * sign(v_{t-1} - g_t^2) (FedYogi)."""
-  g2 = tf.square(g)
+  return yogi_second_moment_of_square(v_prev, tf.square(g), beta_2)
+
+
+def yogi_second_moment_of_square(v_prev: tf.Tensor, g2: tf.Tensor, beta_2: tf.Tensor) -> tf.Tensor:
+  """FedYogi's v_t from g_t^2 (or an estimate of it)."""
   return v_prev - (1.0 - beta_2) * g2 * tf.sign(v_prev - g2)
+
+
+# Each rule reads g_t only through g_t^2: the rules of an estimate s_t of g_t^2.
+SECOND_MOMENTS_OF_SQUARE = {
+  'adagrad': lambda v, g2, beta_2: v + g2,
+  'adam': lambda v, g2, beta_2: beta_2 * v + (1.0 - beta_2) * g2,
+  'yogi': yogi_second_moment_of_square,
+}
+
+
+def noise_aware_second_moment(
+  rule: str, v_prev: tf.Tensor, g: tf.Tensor, beta_2: tf.Tensor, noise_variance: tf.Tensor
+) -> tf.Tensor:
+  """v_t of `rule` ('adagrad', 'adam', 'yogi') with DP noise of known variance removed.
+
+  Under user-level DP the server receives g~_t = g_t + n_t, n_t ~ N(0, sigma^2 I) independent
+  of g_t, so E[g~_t^2] = g_t^2 + sigma^2 per coordinate: the noise inflates v_t by about
+  sigma^2 everywhere and flattens the preconditioner towards SGD's. s_t = g~_t^2 - sigma^2 is
+  an unbiased estimate of g_t^2, and every rule reads g only through g^2, so
+
+    v_t = max(rule(v_{t-1}, s_t), 0)        (FedAdam: beta_2 v_{t-1} + (1 - beta_2) s_t)
+
+  clamped at 0 because an estimate can go negative and v_t enters a square root. With
+  sigma^2 = 0 it is `rule` exactly. Correcting the second moment for the known noise variance
+  is the idea of DP-FedAdamW (arXiv 2602.19945; Li et al., ICLR 2023, delay the preconditioner
+  instead); the rule above is this library's, stated in full here and tested against NumPy.
+  """
+  g2 = tf.square(g) - noise_variance
+  return tf.maximum(SECOND_MOMENTS_OF_SQUARE[rule](v_prev, g2, beta_2), 0.0)
 
 
 def bias_corrected_learning_rate(

@@ -78,8 +78,13 @@ class _AdaptiveServerOptimizer(tff.learning.optimizers.Optimizer):
     tau: float,
     initial_accumulator_value: float,
     bias_correction: bool,
+    noise_variance: float = 0.0,
   ):
     self._second_moment = _second_moment_rule(rule)
+    if noise_variance:
+      self._second_moment = lambda v, g, beta_2: fedopt_math.noise_aware_second_moment(
+        rule, v, g, beta_2, tf.cast(noise_variance, g.dtype)
+      )
     self._lr = learning_rate
     self._beta_1 = beta_1
     self._beta_2 = beta_2
@@ -154,6 +159,7 @@ def build_fedadagrad(
   beta_1: float = 0.0,
   initial_accumulator_value: float | None = None,
   variant: str = PUBLISHED,
+  noise_variance: float = 0.0,
 ) -> tff.learning.optimizers.Optimizer:
   """FedAdagrad's server optimizer (Reddi et al. 2021, Algorithm 2).
 
@@ -173,6 +179,8 @@ def build_fedadagrad(
     beta_1: First-moment decay in [0, 1).
     initial_accumulator_value: v_{-1}; None picks the variant's value.
     variant: ``"published"`` or ``"algorithm2"``.
+    noise_variance: sigma^2 >= 0, the known variance of DP noise on each coordinate of g_t,
+      removed from v_t (`fedopt_math.noise_aware_second_moment`); 0: as published.
 
   Returns:
     A `tff.learning.optimizers.Optimizer`.
@@ -181,18 +189,20 @@ def build_fedadagrad(
     ValueError: naming an argument outside its valid range.
   """
   v0 = optimizer_config.check_fedadagrad(
-    learning_rate, tau, beta_1, initial_accumulator_value, variant
+    learning_rate, tau, beta_1, initial_accumulator_value, variant, noise_variance
   )
   return _AdaptiveServerOptimizer(
-    'adagrad', learning_rate, beta_1, 0.0, tau, v0, bias_correction=False
+    'adagrad', learning_rate, beta_1, 0.0, tau, v0, False, noise_variance
   )
 
 
-def _build_adam_like(rule, learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant):
+def _build_adam_like(
+  rule, learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant, noise_variance
+):
   v0 = optimizer_config.check_adam_like(
-    learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant
+    learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant, noise_variance
   )
-  if variant == PUBLISHED and v0 == 0.0:
+  if variant == PUBLISHED and v0 == 0.0 and not noise_variance:
     if rule == 'adam':
       return tff.learning.optimizers.build_adam(
         learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=tau
@@ -201,7 +211,7 @@ def _build_adam_like(rule, learning_rate, tau, beta_1, beta_2, initial_accumulat
       learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=tau, initial_preconditioner_value=0.0
     )
   return _AdaptiveServerOptimizer(
-    rule, learning_rate, beta_1, beta_2, tau, v0, bias_correction=variant == PUBLISHED
+    rule, learning_rate, beta_1, beta_2, tau, v0, variant == PUBLISHED, noise_variance
   )
 
 
@@ -212,6 +222,7 @@ def build_fedadam(
   beta_2: float = 0.999,
   initial_accumulator_value: float | None = None,
   variant: str = PUBLISHED,
+  noise_variance: float = 0.0,
 ) -> tff.learning.optimizers.Optimizer:
   """FedAdam's server optimizer (Reddi et al. 2021, Algorithm 2).
 
@@ -233,12 +244,15 @@ def build_fedadam(
     beta_2: Second-moment decay in [0, 1).
     initial_accumulator_value: v_{-1}; None picks the variant's value.
     variant: ``"published"`` or ``"algorithm2"``.
+    noise_variance: sigma^2 >= 0, the known variance of DP noise on each coordinate of g_t
+      (user-level DP: (z C / m)^2), removed from v_t: v_t = max(beta_2 v_{t-1} + (1 - beta_2)
+      (g_t^2 - sigma^2), 0) (`fedopt_math.noise_aware_second_moment`); 0: as published.
 
   Returns:
     A `tff.learning.optimizers.Optimizer`.
   """
   return _build_adam_like(
-    'adam', learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant
+    'adam', learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant, noise_variance
   )
 
 
@@ -249,6 +263,7 @@ def build_fedyogi(
   beta_2: float = 0.999,
   initial_accumulator_value: float | None = None,
   variant: str = PUBLISHED,
+  noise_variance: float = 0.0,
 ) -> tff.learning.optimizers.Optimizer:
   """FedYogi's server optimizer (Reddi et al. 2021, Algorithm 2; Zaheer et al. 2018).
 
@@ -263,13 +278,14 @@ def build_fedyogi(
   returned; TFF's own default starts v at 1e-6). ``algorithm2``: eta_t = eta,
   v_{-1} = tau^2.
 
-  Args: as `build_fedadam`.
+  Args: as `build_fedadam` (noise_variance: g_t^2 - sigma^2 in place of g_t^2 in v_t's rule,
+  v_t clamped at 0).
 
   Returns:
     A `tff.learning.optimizers.Optimizer`.
   """
   return _build_adam_like(
-    'yogi', learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant
+    'yogi', learning_rate, tau, beta_1, beta_2, initial_accumulator_value, variant, noise_variance
   )
 
 

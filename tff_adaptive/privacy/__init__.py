@@ -1,19 +1,30 @@
-"""Differential privacy of federated training (Issue 22 builds it up; today: the accountant).
+"""Differential privacy of federated training: settings and accounting (docs/privacy.md).
 
 * `accounting`: the (epsilon, delta) of T rounds of the Gaussian mechanism on sampled clients
-  (`GaussianRounds`, `epsilon`, `calibrated_noise_multiplier`), with Poisson, fixed-size or
-  full participation, by Google's `dp_accounting` (RDP or PLD).
+  (`GaussianRounds`, `epsilon`, `calibrated_noise_multiplier`, `EpsilonByRound`), with Poisson,
+  fixed-size or full participation, by Google's `dp_accounting` (RDP or PLD);
+* `config` (no TensorFlow): `DPConfig`, the trainer's --dp settings and their checks.
 
-Noise and clipping in training (`--dp`) are not implemented yet.
+The mechanisms (clip, noise) are `tff_adaptive.aggregators.dp_mean`.
 """
 
 from tff_adaptive.registry import lazy_exports
 
-__all__ = ['GaussianRounds', 'accounting', 'calibrated_noise_multiplier', 'epsilon']
+__all__ = [
+  'DPConfig',
+  'EpsilonByRound',
+  'GaussianRounds',
+  'accounting',
+  'calibrated_noise_multiplier',
+  'config',
+  'epsilon',
+]
 
 __getattr__, __dir__ = lazy_exports(
   __name__,
   {
+    'DPConfig': 'config',
+    'EpsilonByRound': 'accounting',
     'GaussianRounds': 'accounting',
     'calibrated_noise_multiplier': 'accounting',
     'epsilon': 'accounting',

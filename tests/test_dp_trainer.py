@@ -1,0 +1,92 @@
+"""The trainer's --dp: epsilon after every round, both engines, an exact resume, one-line refusals."""
+
+import csv
+
+import pytest
+
+from tests import trainer_processes
+from tests.metrics_close import assert_rows_close
+from tff_adaptive.privacy import accounting
+
+ROUNDS = 4
+# Adaptive clipping with noise on 10 of synthetic's 100 clients: both the value noise and the
+# clip's count noise are drawn, so an exact resume shows both are functions of (seed, round).
+ARGS = [
+  '--task=synthetic',
+  '--clients_per_round=10',
+  '--dp=gaussian_adaptive',
+  '--dp_noise_multiplier=0.5',
+  '--dp_clip=0.1',
+  '--rounds_per_eval=1',
+  '--rounds_per_checkpoint=1',
+]
+
+
+def _train(tmp_path, name, *extra):
+  result = trainer_processes.run(
+    [*ARGS, f'--root_output_dir={tmp_path}', f'--experiment_name={name}', *extra], timeout=600
+  )
+  assert result.returncode == 0, result.stderr
+  assert trainer_processes.stderr_lines(result.stderr) == [], result.stderr
+  with open(tmp_path / name / 'metrics.csv') as f:
+    return result, list(csv.DictReader(f))
+
+
+@pytest.fixture(scope='module')
+def inprocess_run(tmp_path_factory):
+  tmp_path = tmp_path_factory.mktemp('dp')
+  return tmp_path, *_train(tmp_path, 'whole', '--engine=inprocess', f'--total_rounds={ROUNDS}')
+
+
+def test_epsilon_after_every_round_is_the_accountants(inprocess_run):
+  _, result, rows = inprocess_run
+  delta = 100**-1.1  # 1 / N^1.1
+  by_round = accounting.EpsilonByRound(0.5, 10, 100, 'fixed_size', delta)
+  assert [float(r['dp_epsilon']) for r in rows] == pytest.approx(
+    [by_round.epsilon(t) for t in range(1, ROUNDS + 1)], rel=1e-12
+  )
+  # The same as composing T rounds from scratch (the reference computation of dp_accounting).
+  run = accounting.GaussianRounds(0.5, ROUNDS, 10, 100, 'fixed_size')
+  assert float(rows[-1]['dp_epsilon']) == pytest.approx(accounting.epsilon(run, delta), rel=1e-12)
+  epsilon = accounting.epsilon(run, delta)
+  assert (
+    'DP: gaussian_adaptive, noise multiplier 0.5, clip 0.1, 10 of 100 clients per round; '
+    f'epsilon after {ROUNDS} rounds: {epsilon:.4g} at delta {delta:.3g} (RDP, sampling fixed_size)'
+  ) in result.stdout
+  assert f'dp_epsilon={epsilon:.4f}' in result.stdout.splitlines()[-2]  # the final line
+  clips = [float(r['dp_clip']) for r in rows]
+  assert len(set(clips)) == ROUNDS and clips[0] != 0.1  # the clip adapts every round
+
+
+def test_the_tff_engine_writes_the_same_metrics(inprocess_run, tmp_path):
+  _, _, rows = inprocess_run
+  _, tff_rows = _train(tmp_path, 'tff', '--engine=tff', f'--total_rounds={ROUNDS}')
+  assert_rows_close(tff_rows, rows, n_examples=1)
+
+
+def test_a_resumed_run_adds_the_same_noise(inprocess_run):
+  tmp_path, _, rows = inprocess_run
+  _train(tmp_path, 'resumed', '--engine=inprocess', '--total_rounds=2')
+  result, resumed = _train(tmp_path, 'resumed', '--engine=inprocess', f'--total_rounds={ROUNDS}')
+  assert 'after round 2' in result.stdout  # it resumed, not restarted
+  for whole, again in zip(rows, resumed):
+    del whole['seconds_per_round'], again['seconds_per_round']
+    assert whole == again
+
+
+@pytest.mark.parametrize(
+  'args,message',
+  [
+    (['--algorithm=qfedavg'], "--dp=gaussian_adaptive: algorithm 'qfedavg' cannot run under DP"),
+    (['--dp_noise_multiplier=1.0'], '--dp_noise_multiplier=1 is too large for gaussian_adaptive'),
+    (['--dp_target_quantile=1.5'], '--dp_target_quantile=1.5 is invalid; expected (0, 1)'),
+    (['--dp_delta=0'], '--dp_delta=0.0 is invalid; expected (0, 1)'),
+  ],
+)
+def test_bad_dp_input_is_one_line_and_exit_2(tmp_path, args, message):
+  result = trainer_processes.run([*ARGS, f'--root_output_dir={tmp_path}', *args], timeout=120)
+  assert result.returncode == 2
+  lines = trainer_processes.stderr_lines(result.stderr)
+  assert len(lines) == 1 and lines[0].startswith('federated_trainer: error: '), lines
+  assert message in lines[0], lines[0]
+  assert not any(tmp_path.iterdir())  # nothing written

@@ -1,0 +1,260 @@
+"""User-level differentially private mean of client updates (DP-FedAvg's aggregation).
+
+McMahan, Ramage, Talwar, Zhang. "Learning Differentially Private Recurrent Language Models."
+ICLR 2018 (DP-FedAvg, fixed clipping); Andrew, Thakkar, McMahan, Ramaswamy. "Differentially
+Private Learning with Adaptive Clipping." NeurIPS 2021 (the clip as a private quantile).
+Round t, the m sampled clients' updates u_i (TFF's sign, x_t - x_i)::
+
+    clip(u_i) = u_i min(1, C_t / ||u_i||_2)              # global L2 norm over the whole nest
+    g_t = (sum_i clip(u_i) + N(0, (z_v C_t)^2 I)) / m      # m: the clients per round, fixed
+    x_{t+1} = ServerOpt(x_t, g_t)                         # post-processing: costs no privacy
+
+One client changes sum_i clip(u_i) by at most C_t in L2 norm (added or removed), so the sum is
+the Gaussian mechanism with noise multiplier z_v; dividing by the fixed m and everything the
+server optimizer does with g_t is post-processing. The weights w_i are not read: a weight that
+depends on a client's data (its example count n_i) would raise the sensitivity.
+
+* 'gaussian_fixed': C_t = C, z_v = z.
+* 'gaussian_adaptive': C_t follows the geometric update of Andrew et al. (Algorithm 1) towards
+  the target quantile gamma of the clients' update norms,
+      b_t = (sum_i ([||u_i|| <= C_t] - 1/2) + N(0, sigma_b^2)) / m + 1/2,   clipped to [0, 1]
+      C_{t+1} = C_t exp(-eta_C (b_t - gamma)),
+  and the count query spends part of the budget: z_v = (z^-2 - (2 sigma_b)^-2)^(-1/2) (the count
+  has sensitivity 1/2), so that the two Gaussian mechanisms compose to one of noise multiplier
+  z (RDP of Gaussians adds: 1/z^2 = 1/z_v^2 + 1/(2 sigma_b)^2). sigma_b = m / 20 by default,
+  which needs z < 2 sigma_b = m / 10.
+
+The queries are TensorFlow Privacy's (`GaussianSumQuery`, `QuantileAdaptiveClipSumQuery`,
+`NormalizedQuery`) and the TFF face is `tff.aggregators.DifferentiallyPrivateFactory` over them,
+exactly what `DifferentiallyPrivateFactory.gaussian_fixed` / `gaussian_adaptive` build, with one
+change: TensorFlow Privacy draws its noise from an unseeded generator, so a rerun or a resumed
+run would add other noise. Here the noise of round t is `tf.random.stateless_normal` seeded by
+(noise_seed, t, leaf), t counted in the query's state: the run is a function of its seed, a
+resume continues exactly, and both engines add the same noise.
+"""
+
+import collections
+
+import dp_accounting
+import tensorflow as tf
+import tensorflow_federated as tff
+import tensorflow_privacy as tfp
+from tensorflow_privacy.privacy.dp_query import quantile_estimator_query
+
+from tff_adaptive.aggregators.update_aggregation import UpdateAggregation
+from tff_adaptive.core import validation
+
+MECHANISMS = ('gaussian_fixed', 'gaussian_adaptive')
+
+# The seeds of the value noise and of the adaptive clip's count noise, from one noise_seed.
+_VALUE_STREAM = 0
+_COUNT_STREAM = 1
+
+
+class _SeededGaussianSumQuery(tfp.GaussianSumQuery):
+  """`GaussianSumQuery` whose noise is a function of (seed, round, leaf).
+
+  Global state: (l2_norm_clip, stddev, seed int64[2], round int32); `get_noised_result` adds
+  N(0, stddev^2) to every leaf with `stateless_normal` seeded by fold_in(fold_in(seed, round),
+  leaf index) and counts the round.
+  """
+
+  _GlobalState = collections.namedtuple('_GlobalState', ['l2_norm_clip', 'stddev', 'seed', 'round'])
+
+  def __init__(self, l2_norm_clip, stddev, seed):
+    super().__init__(l2_norm_clip, stddev)
+    self._seed = tuple(int(s) for s in seed)
+
+  def make_global_state(self, l2_norm_clip, stddev, seed=None, round_num=None):
+    return self._GlobalState(
+      tf.cast(l2_norm_clip, tf.float32),
+      tf.cast(stddev, tf.float32),
+      tf.constant(self._seed, tf.int64) if seed is None else seed,
+      tf.constant(0, tf.int32) if round_num is None else round_num,
+    )
+
+  def get_noised_result(self, sample_state, global_state):
+    round_seed = tf.random.experimental.stateless_fold_in(
+      global_state.seed, tf.cast(global_state.round, tf.int64)
+    )
+    leaves = tf.nest.flatten(sample_state)
+    noised = [
+      v
+      + tf.random.stateless_normal(
+        tf.shape(v),
+        seed=tf.random.experimental.stateless_fold_in(round_seed, j),
+        stddev=global_state.stddev,
+        dtype=v.dtype,
+      )
+      for j, v in enumerate(leaves)
+    ]
+    result = tf.nest.pack_sequence_as(sample_state, noised)
+    event = dp_accounting.GaussianDpEvent(global_state.stddev / global_state.l2_norm_clip)
+    return result, global_state._replace(round=global_state.round + 1), event
+
+
+class _SeededQuantileEstimatorQuery(quantile_estimator_query.QuantileEstimatorQuery):
+  """`QuantileEstimatorQuery` whose below-estimate count is noised by the seeded query."""
+
+  def __init__(self, *args, seed, **kwargs):
+    self._noise_seed = seed  # read by _construct_below_estimate_query, which __init__ calls
+    super().__init__(*args, **kwargs)
+
+  def _construct_below_estimate_query(self, below_estimate_stddev, expected_num_records):
+    # As TensorFlow Privacy's: the shifted indicators [norm <= C] - 1/2 have sensitivity 1/2.
+    return tfp.NormalizedQuery(
+      _SeededGaussianSumQuery(0.5, below_estimate_stddev, self._noise_seed),
+      denominator=expected_num_records,
+    )
+
+
+class _SeededAdaptiveClipSumQuery(tfp.QuantileAdaptiveClipSumQuery):
+  """`QuantileAdaptiveClipSumQuery` (geometric update) with seeded value and count noise."""
+
+  def __init__(
+    self,
+    initial_l2_norm_clip,
+    noise_multiplier,
+    target_unclipped_quantile,
+    learning_rate,
+    clipped_count_stddev,
+    expected_num_records,
+    seed,
+  ):
+    super().__init__(
+      initial_l2_norm_clip,
+      noise_multiplier,
+      target_unclipped_quantile,
+      learning_rate,
+      clipped_count_stddev,
+      expected_num_records,
+      geometric_update=True,
+    )
+    self._sum_query = _SeededGaussianSumQuery(
+      initial_l2_norm_clip, noise_multiplier * initial_l2_norm_clip, (seed, _VALUE_STREAM)
+    )
+    self._quantile_estimator_query = _SeededQuantileEstimatorQuery(
+      initial_l2_norm_clip,
+      target_unclipped_quantile,
+      learning_rate,
+      clipped_count_stddev,
+      expected_num_records,
+      True,
+      seed=(seed, _COUNT_STREAM),
+    )
+
+  def get_noised_result(self, sample_state, global_state):
+    result, new_state, event = super().get_noised_result(sample_state, global_state)
+    # The parent rebuilds the sum query's state from the new clip alone: keep its seed and
+    # count its round.
+    old = global_state.sum_state
+    sum_state = new_state.sum_state._replace(seed=old.seed, round=old.round + 1)
+    return result, new_state._replace(sum_state=sum_state), event
+
+
+def _adaptive_noise(noise_multiplier, clients_per_round, clipped_count_stddev):
+  """(z_v, sigma_b): TFF's own split of z between the value and the count (module docstring)."""
+  # pylint: disable-next=g-import-not-at-top
+  from tensorflow_federated.python.aggregators import differential_privacy
+
+  return differential_privacy.adaptive_clip_noise_params(
+    noise_multiplier, clients_per_round, clipped_count_stddev
+  )
+
+
+def build_dp_query(
+  mechanism: str,
+  noise_multiplier: float,
+  clients_per_round: int,
+  clip: float,
+  *,
+  target_quantile: float = 0.5,
+  clip_learning_rate: float = 0.2,
+  clipped_count_stddev: float | None = None,
+  noise_seed: int = 0,
+) -> tfp.DPQuery:
+  """The mean query of `mechanism`: NormalizedQuery(sum query, denominator=clients_per_round)."""
+  if mechanism not in MECHANISMS:
+    raise ValueError(f'mechanism={mechanism!r} is invalid; valid choices: {", ".join(MECHANISMS)}')
+  validation.check_nonnegative('noise_multiplier', noise_multiplier)
+  validation.check_int('clients_per_round', clients_per_round, 1)
+  validation.check_positive('clip', clip)
+  validation.check_int('noise_seed', noise_seed, 0)
+  if mechanism == 'gaussian_fixed':
+    query = _SeededGaussianSumQuery(clip, noise_multiplier * clip, (noise_seed, _VALUE_STREAM))
+  else:
+    if not 0 < target_quantile < 1:
+      raise ValueError(f'target_quantile must be in (0, 1), got {target_quantile}')
+    validation.check_nonnegative('clip_learning_rate', clip_learning_rate)
+    value_noise, count_stddev = _adaptive_noise(
+      float(noise_multiplier), float(clients_per_round), clipped_count_stddev
+    )
+    query = _SeededAdaptiveClipSumQuery(
+      clip,
+      value_noise,
+      target_quantile,
+      clip_learning_rate,
+      count_stddev,
+      float(clients_per_round),
+      noise_seed,
+    )
+  return tfp.NormalizedQuery(query, denominator=float(clients_per_round))
+
+
+def dp_mean(
+  mechanism: str,
+  noise_multiplier: float,
+  clients_per_round: int,
+  clip: float,
+  **kwargs,
+) -> UpdateAggregation:
+  """The DP mean of client updates as an `UpdateAggregation` (module docstring).
+
+  Args:
+    mechanism: 'gaussian_fixed' (clip C) or 'gaussian_adaptive' (initial clip C, adapted to
+      the `target_quantile` of the update norms at `clip_learning_rate`).
+    noise_multiplier: z >= 0 (0: clipping without noise, not private).
+    clients_per_round: m, the denominator (the trainer samples exactly m clients a round).
+    clip: C > 0.
+    **kwargs: `target_quantile`, `clip_learning_rate`, `clipped_count_stddev` (adaptive) and
+      `noise_seed` (the run's seed: the noise is a function of it and the round).
+
+  Returns:
+    An `UpdateAggregation` that does not read the weights. Its TFF face is
+    `tff.aggregators.DifferentiallyPrivateFactory(query)` wrapped by
+    `tff.aggregators.as_weighted_aggregator` (as TFF's `build_unweighted_fed_avg` wraps its
+    aggregator; `build_dp_query` gives the query for other compositions); pass the
+    aggregation to an algorithm builder, `algorithms.build_fedopt(..., aggregation=...)`. Its
+    fold runs the same query's clip, sum and noise in the in-process engine.
+  """
+  query = build_dp_query(mechanism, noise_multiplier, clients_per_round, clip, **kwargs)
+
+  def initialize(specs):
+    del specs
+    return query.initial_global_state()
+
+  def zero(specs, state):
+    return (query.derive_sample_params(state), query.initial_sample_state(specs))
+
+  def accumulate(acc, value, weight):
+    del weight
+    params, sample = acc
+    return (params, query.accumulate_record(params, sample, value))
+
+  def report(acc, state):
+    _, sample = acc
+    result, new_state, _ = query.get_noised_result(sample, state)
+    measurements = collections.OrderedDict(dp_query_metrics=query.derive_metrics(new_state), dp=())
+    return result, new_state, measurements
+
+  return UpdateAggregation(
+    f'dp_mean({mechanism}, z={noise_multiplier:g}, C={clip:g}, m={clients_per_round})',
+    lambda: tff.aggregators.as_weighted_aggregator(
+      tff.aggregators.DifferentiallyPrivateFactory(query)
+    ),
+    zero,
+    accumulate,
+    report,
+    initialize=initialize,
+    differentially_private=True,
+  )
