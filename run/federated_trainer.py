@@ -53,10 +53,12 @@ FLAGS = flags.FLAGS
 # The library's packages whose modules a run imports once its flags are checked; with TensorFlow
 # and TFF, what `import_training_modules` loads.
 TRAINING_PACKAGES = (
+  'tff_adaptive.aggregators',
   'tff_adaptive.algorithms',
   'tff_adaptive.engines',
   'tff_adaptive.loop',
   'tff_adaptive.optimizers',
+  'tff_adaptive.privacy',
   'tff_adaptive.runtime',
   'tff_adaptive.tasks',
 )
@@ -107,6 +109,15 @@ def _summary(row) -> str:
     and not k.startswith('eval_client_')
     or k in ('train_loss', 'dp_epsilon')
   )
+
+
+def _aggregation(config):
+  """--dp's `aggregators.dp_mean` or --compression's `quantized_mean`; None: the algorithm's."""
+  if config.compression is not None:
+    from tff_adaptive import aggregators  # pylint: disable=g-import-not-at-top
+
+    return aggregators.quantized_mean(config.compression.bits, config.compression.threshold)
+  return _dp_aggregation(config)
 
 
 def _dp_aggregation(config):
@@ -172,7 +183,7 @@ def _build_algorithm(config, task):
       server_learning_rate=config.server.learning_rate,
       server_lr_schedule=config.server_lr_schedule,
       num_clients=len(task.client_ids),
-      aggregation=_dp_aggregation(config),
+      aggregation=_aggregation(config),
       **config.algorithm_hparams(),
     ),
   )

@@ -20,6 +20,7 @@ from typing import Any
 from absl import flags
 
 from tff_adaptive import registry
+from tff_adaptive.aggregators import config as aggregator_config
 from tff_adaptive.algorithms import config as algorithm_config
 from tff_adaptive.engines import config as engine_config
 from tff_adaptive.loop import outputs
@@ -86,6 +87,21 @@ flags.DEFINE_float(
   None,
   '--dp: the delta of the reported (epsilon, delta), in (0, 1). Default: 1 / N^1.1 for N '
   'training clients.',
+)
+# Compression.
+flags.DEFINE_string(
+  'compression',
+  'none',
+  "Clients' uploads: none (float32) or uniform (every tensor stochastically quantised to "
+  '--compression_bits between its min and max, Suresh et al. 2017; metrics.csv gets '
+  'compression_bits_per_client). Not with --dp; not for scaffold, fednova, adafedadam.',
+)
+flags.DEFINE_integer('compression_bits', 8, '--compression=uniform: bits per value, 1..16.')
+flags.DEFINE_integer(
+  'compression_threshold',
+  0,
+  '--compression=uniform: tensors of at most this many values are sent as float32 (TFF '
+  'compression_aggregator: 20000).',
 )
 # Algorithm and engine.
 flags.DEFINE_string(
@@ -423,6 +439,7 @@ SECTIONS = (
       'dp_delta',
     ),
   ),
+  ('Compression', ('compression', 'compression_bits', 'compression_threshold')),
   ('Outputs', ('root_output_dir', 'experiment_name')),
   (
     'Engine and workers',
@@ -512,6 +529,7 @@ class ExperimentConfig:
   qfedavg: algorithm_config.QFedAvgHParams | None = None
   adafedadam: algorithm_config.AdaFedAdamHParams | None = None
   dp: privacy_config.DPConfig | None = None
+  compression: aggregator_config.CompressionConfig | None = None
 
   def algorithm_hparams(self) -> dict[str, Any]:
     """{'fedpa': FedPAHParams, ...}: the chosen algorithm's own hyperparameters, if any."""
@@ -546,6 +564,7 @@ def hparams_record(config: ExperimentConfig) -> dict[str, Any]:
     'xla': config.xla,
     **{name: dataclasses.asdict(h) for name, h in config.algorithm_hparams().items()},
     **({'dp': config.dp.record()} if config.dp is not None else {}),
+    **({'compression': config.compression.record()} if config.compression is not None else {}),
     # total_rounds may grow on a rerun (extending a run) unless a schedule depends on it,
     # in which case the schedule's record holds it too (and is fingerprinted).
     # The data's location is not a hyperparameter: the same command from another checkout or
@@ -642,6 +661,9 @@ def ignored_flags(config: ExperimentConfig) -> list[str]:
   for flag, field in {'client_learning_rate': 'learning_rate', **_CLIENT_FLAG_FIELDS}.items():
     if FLAGS[flag].present and field not in client:
       lines.append(f'--{flag} is ignored by client optimizer {config.client.optimizer.name!r}')
+  for flag in ('compression_bits', 'compression_threshold'):
+    if FLAGS[flag].present and config.compression is None:
+      lines.append(f'--{flag} is ignored without --compression')
   for flag in _DP_FLAGS:
     if FLAGS[flag].present and config.dp is None:
       lines.append(f'--{flag} is ignored without --dp')
@@ -730,6 +752,29 @@ def _dp_from_flags(clients_per_round: int) -> privacy_config.DPConfig | None:
   except ValueError as e:
     raise ValueError(_name_the_flag(str(e), _DP_FIELD_FLAGS)) from None
   return dp
+
+
+def _compression_from_flags(dp) -> aggregator_config.CompressionConfig | None:
+  """--compression's config (None for none), checked against --dp and the algorithm."""
+  _choice('compression', FLAGS.compression, aggregator_config.COMPRESSIONS)
+  if FLAGS.compression == aggregator_config.NO_COMPRESSION:
+    return None
+  if dp is not None:
+    raise ValueError(
+      f'--compression={FLAGS.compression} cannot run with --dp={dp.mechanism}: quantising a '
+      'clipped update can raise its norm above the clip, and with it the sensitivity'
+    )
+  refusal = algorithm_config.compression_refusal(FLAGS.algorithm)
+  if refusal is not None:
+    raise ValueError(f'--compression={FLAGS.compression}: {refusal}')
+  try:
+    return aggregator_config.CompressionConfig(
+      FLAGS.compression, FLAGS.compression_bits, FLAGS.compression_threshold
+    )
+  except ValueError as e:
+    raise ValueError(
+      _name_the_flag(str(e), {'bits': '--compression_bits', 'threshold': '--compression_threshold'})
+    ) from None
 
 
 def _noise_variance_from_flags(
@@ -993,6 +1038,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
   total_rounds = _or(FLAGS.total_rounds, defaults.total_rounds)
   clients_per_round = _or(FLAGS.clients_per_round, defaults.clients_per_round)
   dp = _dp_from_flags(clients_per_round)
+  compression = _compression_from_flags(dp)
   server_name = FLAGS.server_optimizer
   if FLAGS.algorithm == 'adafedadam':
     if not FLAGS['server_optimizer'].present:
@@ -1111,6 +1157,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
     ),
     fedpa=fedpa_hparams,
     dp=dp,
+    compression=compression,
     **fair_hparams,
   )
 

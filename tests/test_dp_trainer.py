@@ -1,12 +1,19 @@
 """The trainer's --dp: epsilon after every round, both engines, an exact resume, one-line refusals."""
 
 import csv
+import os
+import pathlib
+import subprocess
+import sys
 
 import pytest
+import tensorflow as tf
 
 from tests import trainer_processes
 from tests.metrics_close import assert_rows_close
+from tff_adaptive.aggregators import compression
 from tff_adaptive.privacy import accounting
+from tff_adaptive.tasks import models
 
 ROUNDS = 4
 # Adaptive clipping with noise on 10 of synthetic's 100 clients: both the value noise and the
@@ -90,3 +97,68 @@ def test_bad_dp_input_is_one_line_and_exit_2(tmp_path, args, message):
   assert len(lines) == 1 and lines[0].startswith('federated_trainer: error: '), lines
   assert message in lines[0], lines[0]
   assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_the_dp_study_driver(tmp_path):
+  """reproductions.dp_fedopt.reproduce on 2 rounds, one noise level, 100 clients: every cell
+  runs, the table and figure are written under runs/ where it was typed, a rerun resumes, and
+  --publish with these settings is refused."""
+  from reproductions import publish  # pylint: disable=g-import-not-at-top
+
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  committed_dir = repo / 'reproductions' / 'dp_fedopt' / 'results'
+  committed = publish.digests(str(committed_dir))
+  args = [
+    sys.executable,
+    '-m',
+    'reproductions.dp_fedopt.reproduce',
+    '--rounds=2',
+    '--rounds_per_eval=1',
+    '--noise_multipliers=0.5',
+    '--compression_bits=4',
+    '--num_clients=100',
+    '--clients_per_round=10',
+  ]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=str(repo))
+  for _ in range(2):
+    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+  report = tmp_path / 'runs' / 'dp_fmnist' / 'report'
+  assert os.listdir(tmp_path) == ['runs']
+  with open(report / 'dp_fmnist.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [
+    (r['clip_rule'], r['server'], r['noise_multiplier'], r['compression_bits']) for r in rows
+  ] == [
+    ('none', 'fedavg', '', ''),
+    ('none', 'fedadam', '', ''),
+    ('fixed', 'fedavg', '0.5', ''),
+    ('fixed', 'fedadam', '0.5', ''),
+    ('fixed', 'fedadam_aware', '0.5', ''),
+    ('adaptive', 'fedavg', '0.5', ''),
+    ('adaptive', 'fedadam', '0.5', ''),
+    ('none', 'fedavg', '', '4'),
+    ('none', 'fedadam', '', '4'),
+  ]
+  assert all(r['rounds'] == '2' and r['final_accuracy'] for r in rows)
+  epsilon = accounting.EpsilonByRound(0.5, 10, 100, 'fixed_size', 100**-1.1).epsilon(2)
+  assert {r['epsilon'] for r in rows[2:7]} == {f'{epsilon:.2f}'} and rows[0]['epsilon'] == ''
+  # The CNN's tensors at 4 bits (what test_compression holds to the encoder's output).
+  specs = [
+    tf.TensorSpec(w.shape, tf.float32) for w in models.build_fmnist_cnn(10).trainable_weights
+  ]
+  expected = compression.bits_per_client(specs, 4)
+  assert [int(r['upload_bits_per_client']) for r in rows[7:]] == [expected, expected]
+  assert expected < 32 * 21_841 / 6
+  assert '| fedavg | 4 | ' in (report / 'dp_fmnist.md').read_text()
+  assert rows[2]['final_clip'] == '' and rows[5]['final_clip'] != ''  # adaptive: its clip
+  table = (report / 'dp_fmnist.md').read_text()
+  assert 'Noise-aware minus plain DP-FedAdam (fixed clip; accuracy points): ' in table
+  assert str(tmp_path) not in table and '--dp_noise_aware_server' in table
+  assert (report / 'dp_fmnist.png').stat().st_size > 10000
+  refused = subprocess.run(
+    [*args, '--publish'], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+  )
+  assert refused.returncode == 2 and refused.stdout == ''
+  assert refused.stderr.startswith('reproduce: error: --publish: not the committed settings')
+  assert publish.digests(str(committed_dir)) == committed and len(committed) >= 4

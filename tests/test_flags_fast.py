@@ -109,6 +109,14 @@ _MISTAKES = {
     ['--task=synthetic', '--dp=gaussian_fixed', '--dp_noise_multiplier=-0.1'],
     '--dp_noise_multiplier=-0.1 is invalid; expected a finite number >= 0',
   ),
+  'compression_with_dp': (
+    ['--task=synthetic', '--dp=gaussian_fixed', '--compression=uniform'],
+    '--compression=uniform cannot run with --dp=gaussian_fixed',
+  ),
+  'compression_bits': (
+    ['--task=synthetic', '--compression=uniform', '--compression_bits=0'],
+    '--compression_bits=0 is invalid; expected an integer in [1, 16]',
+  ),
   # The task's data files are checked before the imports too.
   'data_files': (
     ['--task=so_lr', '--data_dir=/nonexistent'],

@@ -28,11 +28,14 @@ _SERVERS: dict[tuple, preload.Preloaded] = {}
 # (tensorflow/tensorflow#62075); with the XLA line below they are the only stderr lines the
 # tests ignore.
 # XLA on the CPU adds one more when it first compiles (--xla): "SetPriority unimplemented for
-# this stream" (an XLA CPU-stream log line, no effect on results).
+# this stream" (an XLA CPU-stream log line, no effect on results). TFF's worker adds three when it
+# first runs TFF's EncodedSumFactory (--compression, engine tff): grappler's "Failed to detect
+# the fetch node(s)" on its computations without outputs (stateless encoders), no effect either.
 _TF_IMPORT_NOISE = re.compile(
   r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+\] (Unable to register cu(DNN|FFT|BLAS) '
   r'factory: Attempting to register factory for plugin cu(DNN|FFT|BLAS) when one has '
-  r'already been registered|SetPriority unimplemented for this stream\.)$'
+  r'already been registered|SetPriority unimplemented for this stream\.|Failed to detect the '
+  r'fetch node\(s\), skipping this input)$'
 )
 
 

@@ -28,6 +28,8 @@ class UpdateAggregation:
       stateless).
     differentially_private: whether the result is a DP release of the clients' updates (the
       algorithms that cannot be privatised refuse such an aggregation).
+    compressed: whether the clients' updates are compressed (the algorithms whose aggregation
+      is their own, or that upload more than the update, refuse such an aggregation).
   """
 
   name: str
@@ -37,6 +39,7 @@ class UpdateAggregation:
   report: Callable[[Any, Any], tuple[Any, Any, Any]]
   initialize: Callable[[Any], Any] = lambda specs: ()
   differentially_private: bool = False
+  compressed: bool = False
 
 
 def stateless(name, factory, zero, accumulate, report) -> UpdateAggregation:

@@ -149,6 +149,8 @@ class Algorithm(abc.ABC):
     self.aggregation = aggregation or aggregators.weighted_mean()
     if self.aggregation.differentially_private and algorithm_config.dp_refusal(self.name):
       raise ValueError(f'{builder}: {algorithm_config.dp_refusal(self.name)}')
+    if self.aggregation.compressed and algorithm_config.compression_refusal(self.name):
+      raise ValueError(f'{builder}: {algorithm_config.compression_refusal(self.name)}')
 
   # -- Server-held state besides the model and the server optimizer's state. -----------------
 

@@ -224,6 +224,23 @@ def dp_refusal(name: str) -> str | None:
   return None if reason is None else f'algorithm {name!r} cannot run under DP: {reason}'
 
 
+# The algorithms that refuse a compressed aggregation (`aggregators.quantized_mean`), and why.
+COMPRESSION_REFUSALS = {
+  'scaffold': 'its clients also upload Delta c_i, as large as the update, which would stay '
+  'float32 (and the bits per client would not count it)',
+  'fednova': 'its aggregation is its own (the normalised mean of d_i and a_i), not a weighted '
+  'mean of updates to compress',
+  'adafedadam': 'its aggregation is its own (the certainty-weighted mean of U_k and C_k), not a '
+  'weighted mean of updates to compress',
+}
+
+
+def compression_refusal(name: str) -> str | None:
+  """Why algorithm `name` cannot run with a compressed aggregation, as one line; None if it can."""
+  reason = COMPRESSION_REFUSALS.get(name)
+  return None if reason is None else f'algorithm {name!r} cannot compress its updates: {reason}'
+
+
 # -------------------------------------------------------------------------------------------
 # The registry.
 

@@ -1,0 +1,53 @@
+"""The trainer's compression settings and their checks (no TensorFlow).
+
+What `--compression` and its flags become before TensorFlow is imported; the quantiser itself
+is `aggregators.compression`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tff_adaptive import registry
+
+NO_COMPRESSION = 'none'
+COMPRESSIONS: registry.Registry[str] = registry.Registry(
+  'compression',
+  {
+    NO_COMPRESSION: 'float32 updates',
+    'uniform': 'stochastic uniform quantisation to --compression_bits (Suresh et al. 2017)',
+  },
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompressionConfig:
+  """How clients' updates are compressed (`aggregators.compression.quantized_mean`).
+
+  Attributes:
+    name: one of `COMPRESSIONS`.
+    bits: b, 1..16 ('uniform').
+    threshold: tensors of at most this many values are sent as float32 ('uniform').
+  """
+
+  name: str = NO_COMPRESSION
+  bits: int = 8
+  threshold: int = 0
+
+  def __post_init__(self):
+    if self.name not in COMPRESSIONS:
+      raise ValueError(registry.unknown_message('compression', self.name, COMPRESSIONS))
+    if isinstance(self.bits, bool) or not isinstance(self.bits, int) or not 1 <= self.bits <= 16:
+      raise ValueError(f'bits={self.bits!r} is invalid; expected an integer in [1, 16]')
+    if (
+      isinstance(self.threshold, bool) or not isinstance(self.threshold, int) or self.threshold < 0
+    ):
+      raise ValueError(f'threshold={self.threshold!r} is invalid; expected an integer >= 0')
+
+  @property
+  def enabled(self) -> bool:
+    return self.name != NO_COMPRESSION
+
+  def record(self) -> dict[str, Any]:
+    return {'name': self.name, 'bits': self.bits, 'threshold': self.threshold}
