@@ -405,6 +405,35 @@ def report_failures(program: str, failed: list, runner: Runner, runs_dir: str) -
     )
 
 
+def drive(
+  program: str,
+  flag_values,
+  cells: list,
+  runs_dir: str,
+  out: str,
+  trainer_command: Callable[[Any, str], list[str]],
+  write_report: Callable[[list, str, str], None],
+) -> int:
+  """A driver's run after its flags are checked: --dry_run prints the trainer commands; else
+  the cells run (unless --report_only), the report is written from whatever finished, and each
+  failed cell is named. Returns the exit status (1 if a cell failed; 130/143 if stopped)."""
+  if flag_values.dry_run:
+    for cell in cells:
+      print(shlex.join(trainer_command(cell, runs_dir)))
+    print(f'# then the table and figure into {out}')
+    return 0
+  failed, runner = [], None  # --report_only: nothing runs, nothing fails
+  if not flag_values.report_only:
+    stopped, failed, runner = run_cells(
+      cells, runs_dir, flag_values.parallel, trainer_command, flag_values.rounds
+    )
+    if stopped is not None:
+      return stopped
+  write_report(cells, runs_dir, out)
+  report_failures(program, failed, runner, runs_dir)
+  return 1 if failed else 0
+
+
 class UsageError(ValueError):
   """A bad flag value of a reproduction driver: one line on stderr, exit 2."""
 

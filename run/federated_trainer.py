@@ -46,6 +46,7 @@ from tff_adaptive.loop import client_states
 from tff_adaptive.loop import outputs
 from tff_adaptive.loop import run_dir
 from tff_adaptive.loop import sampling
+from tff_adaptive.privacy import config as privacy_config
 from tff_adaptive.tasks import catalog
 
 FLAGS = flags.FLAGS
@@ -134,14 +135,26 @@ def _dp_aggregation(config):
       clip_learning_rate=dp.clip_learning_rate,
       clipped_count_stddev=dp.clipped_count_stddev,
     )
-  with warnings.catch_warnings(record=True) as caught:
-    # TFF warns when the adaptive clip's count takes much of the budget: one line of ours.
-    warnings.simplefilter('always')
+  with warnings.catch_warnings():
+    # TFF warns, naming its own arguments, when the adaptive clip's count takes much of the
+    # budget: the trainer says it in its flags' terms instead (below).
+    warnings.simplefilter('ignore', UserWarning)
     aggregation = aggregators.dp_mean(
       dp.mechanism, dp.noise_multiplier, config.clients_per_round, dp.clip, **kwargs
     )
-  for warning in caught:
-    print(f'federated_trainer: warning: --dp: {warning.message}', file=sys.stderr, flush=True)
+  if dp.adaptive and dp.noise_multiplier > 0:
+    value_z = privacy_config.value_noise_multiplier(
+      dp.noise_multiplier, config.clients_per_round, dp.clipped_count_stddev
+    )
+    if value_z >= 2 * dp.noise_multiplier:
+      print(
+        f'federated_trainer: warning: --dp=gaussian_adaptive: the clip count takes most of the '
+        f'budget; the updates get noise multiplier {value_z:.3g}, {value_z / dp.noise_multiplier:.1f}x '
+        f'--dp_noise_multiplier={dp.noise_multiplier:g}: sample more --clients_per_round or use '
+        '--dp=gaussian_fixed',
+        file=sys.stderr,
+        flush=True,
+      )
   return aggregation
 
 

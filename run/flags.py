@@ -92,9 +92,10 @@ flags.DEFINE_float(
 flags.DEFINE_string(
   'compression',
   'none',
-  "Clients' uploads: none (float32) or uniform (every tensor stochastically quantised to "
-  '--compression_bits between its min and max, Suresh et al. 2017; metrics.csv gets '
-  'compression_bits_per_client). Not with --dp; not for scaffold, fednova, adafedadam.',
+  "Clients' uploads: none (float32) or uniform (each tensor of more than "
+  '--compression_threshold values stochastically quantised to --compression_bits between its '
+  'min and max, Suresh et al. 2017; metrics.csv gets compression_bits_per_client). Not with '
+  '--dp; not for scaffold, fednova, adafedadam.',
 )
 flags.DEFINE_integer('compression_bits', 8, '--compression=uniform: bits per value, 1..16.')
 flags.DEFINE_integer(

@@ -26,6 +26,7 @@ from tff_adaptive.aggregators import dp
 from tff_adaptive.algorithms import config as algorithm_config
 from tff_adaptive.core import seeds
 from tff_adaptive.optimizers import client as client_optimizers
+from tff_adaptive.optimizers import fedopt_math
 from tff_adaptive.privacy import config as privacy_config
 
 # -- NumPy references. ----------------------------------------------------------------------
@@ -123,6 +124,21 @@ def test_fixed_clip_without_noise_is_the_clipped_mean_over_rounds():
   assert min(norms) < clip < max(norms)  # the inputs tell clipped from unclipped
 
 
+def test_a_non_finite_update_counts_as_zeros():
+  rng = np.random.default_rng(1)
+  updates = _updates(rng, 3, [0.5, 2.0, 1.0])
+  broken = list(updates)
+  broken[1] = (np.full(3, np.nan, np.float32), updates[1][1])
+  zeroed = list(updates)
+  zeroed[1] = tuple(np.zeros_like(a) for a in updates[1])
+  for mechanism in dp.MECHANISMS:
+    aggregation = aggregators.dp_mean(mechanism, 0.3, 3, 1.0, noise_seed=3)
+    for faces in (_fold_rounds, _factory_rounds):
+      got, want = faces(aggregation, [broken]), faces(aggregation, [zeroed])
+      np.testing.assert_array_equal(_flat(got[0][0]), _flat(want[0][0]))
+      assert np.all(np.isfinite(_flat(got[0][0])))
+
+
 def test_noise_has_std_z_c_over_m_and_is_a_function_of_seed_and_round():
   z, clip, m, n = 0.7, 0.5, 4, 40_000
   specs = (tf.TensorSpec([n], tf.float32),)
@@ -137,6 +153,14 @@ def test_noise_has_std_z_c_over_m_and_is_a_function_of_seed_and_round():
     assert np.std(noise) == pytest.approx(z * clip / m, rel=0.02)
     assert abs(np.mean(noise)) < 4 * z * clip / m / np.sqrt(n)
   assert abs(np.corrcoef(noises[0], noises[1])[0, 1]) < 0.03  # a new draw each round
+  # Two leaves of the same shape draw apart too (the leaf index is folded into the seed).
+  pair_specs = (tf.TensorSpec([n], tf.float32), tf.TensorSpec([n], tf.float32))
+  pair = _fold_rounds(
+    aggregators.dp_mean('gaussian_fixed', z, m, clip),
+    [[(np.zeros(n, np.float32),) * 2] * m],
+    pair_specs,
+  )[0][0]
+  assert abs(np.corrcoef(pair[0], pair[1])[0, 1]) < 0.03
   again = _fold_rounds(
     aggregators.dp_mean('gaussian_fixed', z, m, clip, noise_seed=5), zeros, specs
   )
@@ -175,6 +199,7 @@ def test_adaptive_clip_follows_the_geometric_update_and_reaches_the_target_quant
 def test_adaptive_noise_split_composes_to_the_total_noise_multiplier(z, m):
   value_z, count_stddev = differential_privacy.adaptive_clip_noise_params(z, m, None)
   assert count_stddev == privacy_config.adaptive_count_stddev(m, None)
+  assert privacy_config.value_noise_multiplier(z, m, None) == pytest.approx(value_z, rel=1e-12)
   # The count has sensitivity 1/2: its noise multiplier is 2 sigma_b. RDP adds up.
   composed = dp_accounting.ComposedDpEvent(
     [dp_accounting.GaussianDpEvent(value_z), dp_accounting.GaussianDpEvent(2 * count_stddev)]
@@ -389,3 +414,30 @@ def test_noise_aware_server_matches_numpy(rule, variant):
   )
   np.testing.assert_allclose(_flat(plain[-1]), _flat(reference[-1]), rtol=2e-5, atol=2e-5)
   assert np.max(np.abs(_flat(plain[-1]) - _flat(aware[-1]))) > 1e-3  # the variants differ
+
+
+@pytest.mark.parametrize('rule', ['adagrad', 'adam', 'yogi'])
+def test_on_pure_noise_the_noise_aware_second_moment_stays_small(rule):
+  # g_t = n_t ~ N(0, sigma^2): the plain v_t estimates sigma^2 (adam, yogi) or grows like
+  # t sigma^2 (adagrad); the noise-aware one estimates 0 (adagrad: a walk reflected at 0, ~sqrt(t)).
+  rng = np.random.default_rng(4)
+  sigma2, steps, n = 0.04, 300, 2000
+  v = {'plain': np.zeros(n), 'aware': np.zeros(n)}
+  for _ in range(steps):
+    g = tf.constant(rng.normal(size=n) * np.sqrt(sigma2), tf.float32)
+    if rule == 'adagrad':
+      v['plain'] = fedopt_math.adagrad_second_moment(v['plain'], g).numpy()
+    elif rule == 'adam':
+      v['plain'] = fedopt_math.adam_second_moment(v['plain'], g, 0.99).numpy()
+    else:
+      v['plain'] = fedopt_math.yogi_second_moment(v['plain'], g, 0.99).numpy()
+    v['aware'] = fedopt_math.noise_aware_second_moment(rule, v['aware'], g, 0.99, sigma2).numpy()
+  if rule == 'adagrad':
+    assert np.mean(v['plain']) == pytest.approx(steps * sigma2, rel=0.05)
+    assert np.mean(v['aware']) < 0.1 * np.mean(v['plain'])
+  elif rule == 'adam':
+    assert np.mean(v['plain']) == pytest.approx(sigma2, rel=0.25)
+    assert np.mean(v['aware']) < 0.25 * sigma2
+  else:  # Yogi settles where E[g^2 sign(g^2 - v)] = 0: ~1.7 sigma^2 for g^2 ~ sigma^2 chi2(1)
+    assert np.mean(v['plain']) > sigma2
+    assert np.mean(v['aware']) < 0.25 * sigma2

@@ -108,7 +108,21 @@ def test_fixed_size_sampling_lies_between_amplified_and_unamplified_replace_one(
     accounting.ORDERS, 4 * _gaussian_rdp(z, rounds, accounting.ORDERS), delta
   )
   poisson = accounting.epsilon(accounting.GaussianRounds(z, rounds, m, n, 'poisson'), delta)
-  assert poisson / 2 < ours < replace_one_all / 10
+  # Replace-one doubles the sensitivity: well above Poisson's add-or-remove epsilon.
+  assert 2 * poisson < ours < replace_one_all / 10
+
+
+@pytest.mark.parametrize('z', [0.8, 2.0])
+def test_fixed_size_sampling_of_everyone_is_the_replace_one_gaussian(z):
+  """m = N: no amplification, so the epsilon is that of the Gaussian mechanism whose
+  sensitivity under replace-one neighbours is 2C: RDP T alpha (2C)^2 / (2 (z C)^2), converted by
+  the independent NumPy reference."""
+  rounds, n, delta = 50, 100, 1e-5
+  ours = accounting.epsilon(accounting.GaussianRounds(z, rounds, n, n, 'fixed_size'), delta)
+  expected = _rdp_to_epsilon(
+    accounting.ORDERS, 4 * _gaussian_rdp(z, rounds, accounting.ORDERS), delta
+  )
+  assert ours == pytest.approx(expected, rel=1e-6)
 
 
 def test_calibrated_noise_multiplier_is_the_smallest_that_reaches_the_target():

@@ -26,7 +26,6 @@ import csv
 import dataclasses
 import datetime
 import os
-import shlex
 import statistics
 import sys
 
@@ -318,21 +317,9 @@ def _main(argv: list[str]) -> int:
   out = publish.output_from_flags(
     'reproductions.alshedivat2021_fedpa.reproduce_fmnist', FLAGS, SETTINGS
   )
-  if FLAGS.dry_run:
-    for cell in cells:
-      print(shlex.join(trainer_command(cell, runs_dir)))
-    print(f'# then the table and figure into {out}')
-    return 0
-  failed, runner = [], None  # --report_only: nothing runs, nothing fails
-  if not FLAGS.report_only:
-    stopped, failed, runner = cell_runner.run_cells(
-      cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds
-    )
-    if stopped is not None:
-      return stopped
-  write_report(cells, runs_dir, out)
-  cell_runner.report_failures('reproduce_fmnist', failed, runner, runs_dir)
-  return 1 if failed else 0
+  return cell_runner.drive(
+    'reproduce_fmnist', FLAGS, cells, runs_dir, out, trainer_command, write_report
+  )
 
 
 if __name__ == '__main__':

@@ -34,7 +34,6 @@ import csv
 import dataclasses
 import datetime
 import os
-import shlex
 import statistics
 import sys
 
@@ -47,7 +46,7 @@ from reproductions import publish
 
 flags.DEFINE_integer('rounds', 200, 'Rounds per cell.')
 flags.DEFINE_list(
-  'noise_multipliers', ['0.7', '1.0', '1.5'], 'Noise multipliers z of the DP cells.'
+  'noise_multipliers', ['1.5', '2.5', '4.0'], 'Noise multipliers z of the DP cells.'
 )
 flags.DEFINE_list(
   'compression_bits',
@@ -425,21 +424,7 @@ def _main(argv: list[str]) -> int:
   cells = build_cells()
   runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
   out = publish.output_from_flags('reproductions.dp_fedopt.reproduce', FLAGS, SETTINGS)
-  if FLAGS.dry_run:
-    for cell in cells:
-      print(shlex.join(trainer_command(cell, runs_dir)))
-    print(f'# then the table and figure into {out}')
-    return 0
-  failed, runner = [], None  # --report_only: nothing runs, nothing fails
-  if not FLAGS.report_only:
-    stopped, failed, runner = cell_runner.run_cells(
-      cells, runs_dir, FLAGS.parallel, trainer_command, FLAGS.rounds
-    )
-    if stopped is not None:
-      return stopped
-  write_report(cells, runs_dir, out)
-  cell_runner.report_failures('reproduce', failed, runner, runs_dir)
-  return 1 if failed else 0
+  return cell_runner.drive('reproduce', FLAGS, cells, runs_dir, out, trainer_command, write_report)
 
 
 if __name__ == '__main__':

@@ -66,7 +66,8 @@ def _second_moment_of(rule: str, v: np.ndarray, g2: np.ndarray, beta_2: float) -
   if rule == 'adam':
     return beta_2 * v + (1.0 - beta_2) * g2
   if rule == 'yogi':
-    return v - (1.0 - beta_2) * g2 * np.sign(v - g2)
+    # Yogi moves v towards g^2 by (1 - beta_2) |g^2| (|.|: an estimate g^2 - sigma^2 may be < 0).
+    return v - (1.0 - beta_2) * np.abs(g2) * np.sign(v - g2)
   raise ValueError(f'rule must be one of {RULES}, got {rule!r}')
 
 

@@ -56,7 +56,7 @@ class _SeededGaussianSumQuery(tfp.GaussianSumQuery):
 
   Global state: (l2_norm_clip, stddev, seed int64[2], round int32); `get_noised_result` adds
   N(0, stddev^2) to every leaf with `stateless_normal` seeded by fold_in(fold_in(seed, round),
-  leaf index) and counts the round.
+  leaf index) and counts the round. A record with a non-finite value is clipped as zeros.
   """
 
   _GlobalState = collections.namedtuple('_GlobalState', ['l2_norm_clip', 'stddev', 'seed', 'round'])
@@ -64,6 +64,13 @@ class _SeededGaussianSumQuery(tfp.GaussianSumQuery):
   def __init__(self, l2_norm_clip, stddev, seed):
     super().__init__(l2_norm_clip, stddev)
     self._seed = tuple(int(s) for s in seed)
+
+  def preprocess_record_impl(self, params, record):
+    # A record with a non-finite value counts as zeros (as TFF's client work zeroes such an
+    # update): clipping NaN gives NaN, and one client would then decide the round's release.
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in tf.nest.flatten(record)])
+    record = tf.nest.map_structure(lambda v: tf.where(finite, v, tf.zeros_like(v)), record)
+    return super().preprocess_record_impl(params, record)
 
   def make_global_state(self, l2_norm_clip, stddev, seed=None, round_num=None):
     return self._GlobalState(

@@ -47,8 +47,13 @@ def yogi_second_moment(v_prev: tf.Tensor, g: tf.Tensor, beta_2: tf.Tensor) -> tf
 
 
 def yogi_second_moment_of_square(v_prev: tf.Tensor, g2: tf.Tensor, beta_2: tf.Tensor) -> tf.Tensor:
-  """FedYogi's v_t from g_t^2 (or an estimate of it)."""
-  return v_prev - (1.0 - beta_2) * g2 * tf.sign(v_prev - g2)
+  """FedYogi's v_t from g_t^2, or from an estimate s_t of it that may be negative.
+
+  Yogi moves v towards g^2 by (1 - beta_2) g^2: v - (1 - beta_2) |s| sign(v - s), which is the
+  rule itself for s = g^2 >= 0; with |s| a negative estimate also moves v towards it (down),
+  where s sign(v - s) would move v up.
+  """
+  return v_prev - (1.0 - beta_2) * tf.abs(g2) * tf.sign(v_prev - g2)
 
 
 # Each rule reads g_t only through g_t^2: the rules of an estimate s_t of g_t^2.

@@ -2,9 +2,10 @@
 
 A DP round (McMahan et al., "Learning Differentially Private Recurrent Language Models", ICLR
 2018, DP-FedAvg) samples clients, clips each client's update to L2 norm C, sums the clipped
-updates and adds N(0, (z C)^2 I): the Gaussian mechanism with noise multiplier z on a sum whose
-sensitivity to one client is C (a client added or removed; 2C in norm if one is replaced by
-another, which the replace-one accountants take into account). What the server does with the
+updates and adds N(0, (z C)^2 I): the Gaussian mechanism on a sum whose sensitivity to one
+client is C when a client is added or removed (noise multiplier z), and 2C when one is replaced
+by another (noise multiplier z / 2: `dp_accounting` measures the noise against the sensitivity of
+the neighbouring relation it is given, so `fixed_size` passes it z / 2). What the server does with the
 noised sum (FedAvg's division by the round's client count, an adaptive optimizer's step) is
 post-processing and costs nothing. Privacy is of a whole client's data (user level), not of
 single examples.
@@ -111,8 +112,12 @@ class GaussianRounds:
     if self.sampling == 'poisson':
       one_round = dp_accounting.PoissonSampledDpEvent(self.sampling_rate, gaussian)
     elif self.sampling == 'fixed_size':
+      # Replace-one neighbours: one client swapped for another moves the clipped sum by up to
+      # 2C, and the noise's std z C over that sensitivity is z / 2 (module docstring).
       one_round = dp_accounting.SampledWithoutReplacementDpEvent(
-        self.num_clients, self.clients_per_round, gaussian
+        self.num_clients,
+        self.clients_per_round,
+        dp_accounting.GaussianDpEvent(self.noise_multiplier / 2),
       )
     else:
       one_round = gaussian

@@ -31,6 +31,22 @@ def adaptive_count_stddev(clients_per_round: int, clipped_count_stddev: float | 
   return 0.05 * clients_per_round if clipped_count_stddev is None else clipped_count_stddev
 
 
+def value_noise_multiplier(
+  noise_multiplier: float, clients_per_round: int, clipped_count_stddev: float | None
+) -> float:
+  """z_v, the adaptive clip's noise multiplier on the updates, for a total z (z < 2 sigma_b).
+
+  The count of unclipped updates has sensitivity 1/2 and noise sigma_b: noise multiplier
+  2 sigma_b. Gaussian mechanisms compose in RDP by adding 1 / z^2, so the pair is worth one of
+  noise multiplier z when 1 / z^2 = 1 / z_v^2 + 1 / (2 sigma_b)^2, i.e.
+  z_v = (z^-2 - (2 sigma_b)^-2)^(-1/2) (TFF's `adaptive_clip_noise_params`; 0 when z = 0).
+  """
+  if noise_multiplier == 0:
+    return 0.0
+  sigma_b = adaptive_count_stddev(clients_per_round, clipped_count_stddev)
+  return (noise_multiplier**-2 - (2 * sigma_b) ** -2) ** -0.5
+
+
 @dataclasses.dataclass(frozen=True)
 class DPConfig:
   """User-level DP of a run (`aggregators.dp` has the update rule).
@@ -98,11 +114,13 @@ class DPConfig:
     return float(num_clients) ** -1.1
 
   def record(self) -> dict[str, Any]:
-    """hparams.json's 'dp': the fields the mechanism reads (delta only changes the report)."""
+    """hparams.json's 'dp': the fields the mechanism reads, and delta (what dp_epsilon means:
+    a resume with another delta would change the column midway)."""
     out = {
       'mechanism': self.mechanism,
       'noise_multiplier': self.noise_multiplier,
       'clip': self.clip,
+      'delta': self.delta,
     }
     if self.adaptive:
       out.update(
