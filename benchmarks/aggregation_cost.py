@@ -99,9 +99,12 @@ def main(argv):
   )
   initial = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(1))
   with runtime.local_execution():
+    # TFF's engines first: building a model inside a tf.Graph (as TFF's types are read) makes
+    # Keras models built eagerly before it unusable, and the in-process engine keeps one.
+    order = sorted(FLAGS.engines, key=lambda engine: engine != 'tff')
     runners = {
       (engine, name): _Runner(task, engine, build(), initial)
-      for engine in FLAGS.engines
+      for engine in order
       for name, build in aggregations(FLAGS.clients_per_round).items()
     }
     for runner in runners.values():
