@@ -12,6 +12,8 @@ Algorithm 2 with bias correction; lr 0.01, tau 1e-3). Implementations of one rou
 * inprocess: the same algorithm on engine "inprocess" (`engines.InProcessEngine`, one compiled
   TF function per round in this process);
 * inprocess_xla: the same with every local step compiled by XLA (`jit_compile=True`);
+* vectorised: the same algorithm on engine "vectorised" (`engines.vectorised`: the round's
+  clients trained side by side, one batched computation per local step);
 * tff: `tff.learning.algorithms.build_weighted_fed_avg` with `build_sgdm` clients and a
   `build_adam` server, each client fed the usual way, `from_tensor_slices(...).batch(20)`;
 * floor: the same local steps in one `tf.function` over in-memory tensors (all clients' SGD,
@@ -79,7 +81,7 @@ _MAX_CALLS = flags.DEFINE_integer(
 _INTRA = flags.DEFINE_integer('worker_intra_op_threads', None, 'Worker TF intra-op threads.')
 _INTER = flags.DEFINE_integer('worker_inter_op_threads', None, 'Worker TF inter-op threads.')
 
-IMPLEMENTATIONS = ('ours', 'inprocess', 'inprocess_xla', 'tff', 'floor')
+IMPLEMENTATIONS = ('ours', 'inprocess', 'inprocess_xla', 'vectorised', 'tff', 'floor')
 _EPOCHS = 1
 _BETA_1, _BETA_2 = 0.9, 0.999
 
@@ -273,6 +275,8 @@ def check_equivalence() -> list[str]:
   out_inprocess = inprocess.run_round()
   xla = Ours(model_fn, clients, initial, engine='inprocess', jit_compile=True)
   xla.run_round()
+  vectorised = Ours(model_fn, clients, initial, engine='vectorised')
+  out_vectorised = vectorised.run_round()
   # TFF's client work does not shuffle: give it each client's examples in the order of our
   # epoch-1 permutation (a pure function of the client seed of round 1).
   permuted = []
@@ -300,6 +304,7 @@ def check_equivalence() -> list[str]:
   diffs = {
     'ours vs inprocess, same seeds:    ': _max_abs_diff(w_ours, w_inprocess),
     'ours vs inprocess + XLA steps:    ': _max_abs_diff(w_ours, w_xla),
+    'ours vs vectorised, same seeds:   ': _max_abs_diff(w_ours, vectorised.weights().trainable),
     'ours vs tff, same batch order:    ': _max_abs_diff(w_ours, w_tff_aligned),
     'ours vs tff, tff unshuffled:      ': _max_abs_diff(w_ours, w_tff_plain),
     'floor vs tff, both unshuffled:    ': _max_abs_diff(w_floor, w_tff_plain),
@@ -313,10 +318,12 @@ def check_equivalence() -> list[str]:
   ok = (
     diffs['ours vs inprocess, same seeds:    '] < 1e-3 * moved
     and diffs['ours vs inprocess + XLA steps:    '] < 1e-2 * moved
+    and diffs['ours vs vectorised, same seeds:   '] < 1e-3 * moved
     and diffs['ours vs tff, same batch order:    '] < 1e-2 * moved
     and diffs['floor vs tff, both unshuffled:    '] < 1e-2 * moved
     and abs(out_ours.metrics['train_loss'] - tff_loss) < 1e-4
     and abs(out_ours.metrics['train_loss'] - out_inprocess.metrics['train_loss']) < 1e-6
+    and abs(out_ours.metrics['train_loss'] - out_vectorised.metrics['train_loss']) < 1e-5
   )
   lines.append('  -> ' + ('they compute the same round' if ok else 'MISMATCH'))
   if not ok:
@@ -353,6 +360,8 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
       runners[impl] = Ours(model_fn, clients, initial, engine='inprocess')
     elif impl == 'inprocess_xla':
       runners[impl] = Ours(model_fn, clients, initial, engine='inprocess', jit_compile=True)
+    elif impl == 'vectorised':
+      runners[impl] = Ours(model_fn, clients, initial, engine='vectorised')
     elif impl == 'tff':
       runners[impl] = TffFedAvg(model_fn, clients, initial)
     else:
@@ -389,6 +398,8 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
   row['ours_over_floor'] = med['ours'] / med['floor']
   row['inprocess_over_floor'] = med['inprocess'] / med['floor']
   row['inprocess_xla_over_floor'] = med['inprocess_xla'] / med['floor']
+  row['vectorised_over_floor'] = med['vectorised'] / med['floor']
+  row['vectorised_over_inprocess'] = med['vectorised'] / med['inprocess']
   for impl in IMPLEMENTATIONS:
     q25, q75 = np.percentile(wall[impl], [25, 75])
     row[f'{impl}_q25_s'], row[f'{impl}_q75_s'] = float(q25), float(q75)
@@ -405,14 +416,16 @@ def _format_tables(rows) -> str:
   lines = [
     'seconds per round (median); ratios to TFF built-in and to the floor',
     f'{"model":<11} {"params":>9} {"ours-tff":>9} {"inproc":>9} {"inp+XLA":>9} {"TFF":>9} '
-    f'{"floor":>9} {"ours/TFF":>9} {"ours/fl":>8} {"inp/fl":>7} {"XLA/fl":>7}',
+    f'{"vector":>9} {"floor":>9} {"ours/TFF":>9} {"ours/fl":>8} {"inp/fl":>7} {"XLA/fl":>7} '
+    f'{"vec/fl":>7} {"vec/inp":>7}',
   ]
   for r in rows:
     lines.append(
       f'{r["model"]:<11} {r["params"]:>9,} {r["ours_s"]:>9.4f} {r["inprocess_s"]:>9.4f} '
-      f'{r["inprocess_xla_s"]:>9.4f} {r["tff_s"]:>9.4f} {r["floor_s"]:>9.4f} '
-      f'{r["ours_over_tff"]:>9.2f} {r["ours_over_floor"]:>8.2f} '
-      f'{r["inprocess_over_floor"]:>7.2f} {r["inprocess_xla_over_floor"]:>7.2f}'
+      f'{r["inprocess_xla_s"]:>9.4f} {r["tff_s"]:>9.4f} {r["vectorised_s"]:>9.4f} '
+      f'{r["floor_s"]:>9.4f} {r["ours_over_tff"]:>9.2f} {r["ours_over_floor"]:>8.2f} '
+      f'{r["inprocess_over_floor"]:>7.2f} {r["inprocess_xla_over_floor"]:>7.2f} '
+      f'{r["vectorised_over_floor"]:>7.2f} {r["vectorised_over_inprocess"]:>7.2f}'
     )
   lines.append('')
   lines.append('noise: interquartile range of s/round; CPU s/round (this process + TFF worker)')

@@ -276,6 +276,7 @@ def _train(config, output_dir: str) -> None:
       task.client_ids, config.clients_per_round, config.seed, config.client_sampler
     )
     algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
+    engine_config.check_engine(config.engine, algorithm)  # e.g. a model without a batched form
     epsilon, dp_line = _epsilon_by_round(config, len(task.client_ids))
     if config.runtime.workers:  # before anything is written
       runtime.check_reachable(config.runtime.workers, config.runtime.worker_connect_timeout)
@@ -320,6 +321,7 @@ def _train(config, output_dir: str) -> None:
           clients_per_round=config.clients_per_round,
           device=config.runtime.device,
           jit_compile=config.xla,
+          chunk_size=config.runtime.clients_per_chunk,
         ),
       )
       final = training_loop.run_training(

@@ -111,11 +111,21 @@ flags.DEFINE_string(
 flags.DEFINE_string(
   'engine',
   'tff',
-  "How rounds run: tff (a TFF LearningProcess on TFF's runtime) or inprocess (one compiled TF "
-  'function per round in this process; CPU or GPU).',
+  "How rounds run: tff (a TFF LearningProcess on TFF's runtime), inprocess (one compiled TF "
+  'function per round in this process; CPU or GPU) or vectorised (as inprocess, with the '
+  "round's clients trained side by side as one batched computation; fedopt with client "
+  'optimizer sgd, sgdm, adam or adagrad).',
 )
 flags.DEFINE_string(
-  'device', None, "inprocess engine: TF device, e.g. 'CPU:0' or 'GPU:0' (default: TF's choice)."
+  'device',
+  None,
+  "inprocess and vectorised engines: TF device, e.g. 'CPU:0' or 'GPU:0' (default: TF's choice).",
+)
+flags.DEFINE_integer(
+  'clients_per_chunk',
+  None,
+  "vectorised engine: train the round's clients this many at a time, grouped by their number "
+  'of local steps (for clients of very unequal sizes; default: all at once).',
 )
 flags.DEFINE_bool('xla', False, 'inprocess engine: compile every local step with XLA.')
 flags.DEFINE_string(
@@ -448,6 +458,7 @@ SECTIONS = (
       'engine',
       'device',
       'xla',
+      'clients_per_chunk',
       'workers',
       'worker_connect_timeout',
       'worker_round_timeout',
@@ -501,6 +512,7 @@ class RuntimeConfig:
   rounds_per_eval: int = 10
   rounds_per_checkpoint: int = 50
   device: str | None = None
+  clients_per_chunk: int | None = None
   workers: tuple[str, ...] = ()
   worker_connect_timeout: float = 10.0
   worker_round_timeout: float | None = None
@@ -1019,8 +1031,19 @@ def experiment_config_from_flags() -> ExperimentConfig:
       raise ValueError(f'--{name} must be >= 0, got {FLAGS[name].value}')
   if FLAGS.seed < 0:
     raise ValueError(f'--seed must be >= 0, got {FLAGS.seed}')
-  if FLAGS.engine != 'inprocess' and (FLAGS.device is not None or FLAGS.xla):
-    raise ValueError('--device and --xla need --engine=inprocess')
+  if FLAGS.engine not in ('inprocess', 'vectorised') and FLAGS.device is not None:
+    raise ValueError('--device needs --engine=inprocess or --engine=vectorised')
+  if FLAGS.engine != 'inprocess' and FLAGS.xla:
+    raise ValueError('--xla needs --engine=inprocess')
+  if FLAGS.clients_per_chunk is not None:
+    if FLAGS.engine != 'vectorised':
+      raise ValueError('--clients_per_chunk needs --engine=vectorised')
+    if FLAGS.clients_per_chunk < 1:
+      raise ValueError(f'--clients_per_chunk must be >= 1, got {FLAGS.clients_per_chunk}')
+  if FLAGS.engine == 'vectorised':
+    refusal = engine_config.vectorised_refusal(FLAGS.algorithm, FLAGS.client_optimizer)
+    if refusal is not None:
+      raise ValueError(f'--engine=vectorised: {refusal}')
   workers = ()
   if FLAGS.workers is not None:
     workers = addresses.parse_worker_addresses(FLAGS.workers)
@@ -1149,6 +1172,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
       rounds_per_eval=FLAGS.rounds_per_eval,
       rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
       device=FLAGS.device,
+      clients_per_chunk=FLAGS.clients_per_chunk,
       workers=workers,
       worker_connect_timeout=FLAGS.worker_connect_timeout,
       worker_round_timeout=FLAGS.worker_round_timeout,

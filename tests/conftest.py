@@ -48,6 +48,7 @@ _HEAVIEST_FIRST = (
   'test_tasks.py',
   'test_kim2024.py',
   'test_tff_composition.py',
+  'test_vectorised.py',
   'test_fair_algorithms.py',
   'test_cell_runner.py',
 )

@@ -81,7 +81,13 @@ flags.DEFINE_integer('rounds', None, "Rounds per cell (default: the paper's for 
 flags.DEFINE_integer('window', 100, 'Rounds of the last-window averages (the paper: 100).')
 flags.DEFINE_integer('seed', 1, 'Seed of the search cells.')
 flags.DEFINE_integer('seeds', 3, '`table`: seeds of each selected cell (seed, seed + 1, ...).')
-flags.DEFINE_enum('engine', 'inprocess', ['inprocess', 'tff'], "The trainer's --engine.")
+flags.DEFINE_enum(
+  'engine',
+  'inprocess',
+  ['inprocess', 'vectorised', 'tff'],
+  "The trainer's --engine (vectorised: each cell's clients side by side; synthetic, fmnist and "
+  'emnist_cr have models it supports).',
+)
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds (and the last).')
 flags.DEFINE_integer('rounds_per_checkpoint', 100, 'Checkpoint every this many rounds.')
 flags.DEFINE_multi_string(

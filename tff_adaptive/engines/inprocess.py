@@ -200,10 +200,25 @@ class InProcessEngine(base.Engine):
     x_t = state['model']
     lr = tf.cast(alg.client_lr_schedule(state['client_round']), tf.float32)
     broadcast = alg.client_broadcast(state['extra'], state['client_round'])
-    for v in self._model.local_variables:
-      v.assign(tf.zeros_like(v))
+    self._reset_metrics()
     num_clients = tf.shape(seeds_)[0]
     args = (x_t, features, splits, seeds_, states, present, lr, broadcast)
+    client_update = self._client_update_fn(args)
+    spec = tf.nest.map_structure(_as_spec, client_update.structured_outputs)
+    carry, new_states = self._fold_clients(
+      state, spec, num_clients, lambda i: self._client(client_update, i, *args)
+    )
+    return self._server_step(state, spec, num_clients, carry, new_states)
+
+  def _reset_metrics(self) -> None:
+    for v in self._model.local_variables:
+      v.assign(tf.zeros_like(v))
+
+  def _fold_clients(self, state, spec, num_clients, client_output):
+    """Folds `client_output(i)` (a `ClientOutput`) over i = 0..num_clients-1 in order: the
+    aggregation's accumulator, the w-weighted sum of extras, sum w_i, and the statistics' sum,
+    min and max; and each client's new state in a TensorArray."""
+    alg = self.algorithm
 
     def fold(carry, out):
       acc, extras_sum, weight_sum, stat_sum, stat_min, stat_max = carry
@@ -217,8 +232,6 @@ class InProcessEngine(base.Engine):
         tf.nest.map_structure(tf.maximum, stat_max, out.stats),
       )
 
-    client_update = self._client_update_fn(args)
-    spec = tf.nest.map_structure(_as_spec, client_update.structured_outputs)
     zeros = lambda specs: tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), specs)
     fill = lambda specs, v: tf.nest.map_structure(lambda s: tf.fill(s.shape, v), specs)
     carry = (
@@ -235,13 +248,20 @@ class InProcessEngine(base.Engine):
     ]
 
     def body(i, carry, new_states):
-      out = self._client(client_update, i, *args)
+      out = client_output(i)
       new_states = [ta.write(i, s) for ta, s in zip(new_states, tf.nest.flatten(out.state))]
       return i + 1, fold(carry, out), new_states
 
     _, carry, new_states = tf.while_loop(
       lambda i, *_: i < num_clients, body, (tf.constant(0), carry, new_states)
     )
+    return carry, new_states
+
+  def _server_step(self, state, spec, num_clients, carry, new_states):
+    """g_t from the fold, x_{t+1} = ServerOpt(x_t, g_t), the extra server state, and the
+    round's outputs (new state, unfinalized training metrics, client statistics, ...)."""
+    alg = self.algorithm
+    x_t = state['model']
     acc, extras_sum, weight_sum, stat_sum, stat_min, stat_max = carry
     update, aggregator_state, aggregator_metrics = alg.aggregation.report(acc, state['aggregator'])
     opt_state, trainable, non_finite = alg.server_update(state['optimizer'], x_t.trainable, update)
@@ -286,6 +306,16 @@ class InProcessEngine(base.Engine):
   def next(self, state, clients: Sequence[base.RoundClient]) -> base.RoundResult:
     if not clients:
       raise ValueError('a round needs at least one client')
+    inputs = self._round_inputs(clients)
+    with tf.device(self.device):
+      if self._round_fn is None:
+        self._round_fn = self._build_round_fn(state, *inputs)
+      outputs = self._round_fn(state, *inputs)
+    return self._round_result(clients, *outputs)
+
+  def _round_inputs(self, clients: Sequence[base.RoundClient]) -> tuple:
+    """The round function's arguments after the state: the clients' examples concatenated, row
+    offsets, seeds, stored states (stateful algorithms) and whether each had one."""
     names = list(clients[0].features)
     features = collections.OrderedDict(
       (k, np.concatenate([np.asarray(c.features[k]) for c in clients])) for k in names
@@ -307,12 +337,11 @@ class InProcessEngine(base.Engine):
         )
         for j, s in enumerate(self._specs)
       )
-    with tf.device(self.device):
-      if self._round_fn is None:
-        self._round_fn = self._build_round_fn(state, features, splits, seeds_, states, present)
-      new_state, metrics, stats, non_finite, aggregator_metrics, new_states = self._round_fn(
-        state, features, splits, seeds_, states, present
-      )
+    return features, splits, seeds_, states, present
+
+  def _round_result(
+    self, clients, new_state, metrics, stats, non_finite, aggregator_metrics, new_states
+  ) -> base.RoundResult:
     if self._finalizer is None:
       self._finalizer = _Finalizer(self._model.metric_finalizers(), metrics)
     train = self._finalizer(metrics)

@@ -1,0 +1,328 @@
+"""Engine "vectorised": all of a round's clients trained side by side as one batched computation.
+
+The in-process engine (`inprocess`) runs a round's clients one after another in one compiled
+function. This engine runs the same round with the clients' local training in lock-step: the K
+clients' weights are stacked on a leading axis, and local step s trains every client on its own
+s-th minibatch at once, through the model's functional form (`functional_model`: batched
+matmuls for Dense, per-client convolutions run in parallel). On small models, where a local step
+is a handful of tiny ops, per-op overhead and not arithmetic sets the pace of the sequential
+loop; one batched op per layer for all K clients removes most of it.
+
+What each client computes is what the sequential engines compute for it:
+
+* its minibatches: epoch e visits `seeds.epoch_permutations(n_i, E, seed_i)` in slices of B, the
+  last one smaller (here padded to B rows and masked);
+* its steps: K_i = E_i ceil(n_i / B); a client whose steps are done (or that has no examples)
+  is masked: its weights and optimizer state stay as they were while others go on;
+* its randomness: local step s draws from `seeds.local_step_seed(seed_i, s)`, dropout masks as
+  `tasks.layers.StatelessDropout` draws them inside `seeds.step_seeds`;
+* its loss: the task's Keras loss per example, reduced over the client's own minibatch as the
+  loss's reduction says (mean over the minibatch's elements, or sum); gradients of the sum over
+  clients of these losses, so client i's gradient is that of its own loss;
+* its optimizer: the client optimizer's `next` once on the stacked weights, gradients and
+  accumulators (its hyperparameters and step count shared: see `_train_chunk`);
+* then the round's fold and server step are the in-process engine's, in client order: the
+  aggregation (weighted mean, DP, compression), the server optimizer, the statistics.
+
+Training metrics: the loss metric (each (client, step) minibatch's loss weighted by its size),
+`num_examples`, `num_batches`, and the task's metrics updated with the step's real examples of
+every client at once (per-example metrics such as accuracy, identical to per-minibatch updates).
+
+Supported: algorithm FedOpt (every server optimizer; FedAvg, FedAvgM, FedAdagrad, FedAdam,
+FedYogi) with client optimizers sgd, sgdm, adam and adagrad, example or uniform weighting, E
+and max_epochs, client learning-rate schedules, DP and compressed aggregation; Sequential
+models of the layers `functional_model` knows. Anything else is refused in one line naming why
+(`config.vectorised_refusal`, `functional_model.UnsupportedModelError`).
+"""
+
+import collections
+from collections.abc import Sequence
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_adaptive.algorithms import base as algorithm_base
+from tff_adaptive.core import local_loop
+from tff_adaptive.core import seeds
+from tff_adaptive.engines import base
+from tff_adaptive.engines import config
+from tff_adaptive.engines import functional_model
+from tff_adaptive.engines import inprocess
+
+_MEAN_REDUCTIONS = ('auto', 'sum_over_batch_size')
+
+
+def _keras_parts(model: tff.learning.models.VariableModel):
+  """(Keras model, Keras loss, metrics) of a `tff.learning.models.from_keras_model` model."""
+  keras_model = getattr(model, '_keras_model', None)
+  loss_fns = getattr(model, '_loss_fns', None)
+  if keras_model is None or not loss_fns or not hasattr(model, 'get_metrics'):
+    raise functional_model.UnsupportedModelError(
+      'the vectorised engine needs a model made by tff.learning.models.from_keras_model '
+      f'(got {type(model).__name__})'
+    )
+  if len(loss_fns) != 1:
+    raise functional_model.UnsupportedModelError(
+      'the vectorised engine supports models with one loss'
+    )
+  loss = loss_fns[0]
+  if not isinstance(loss, tf.keras.losses.Loss):
+    raise functional_model.UnsupportedModelError(
+      f'the vectorised engine needs a tf.keras.losses.Loss object, got {type(loss).__name__}'
+    )
+  if loss.reduction not in (*_MEAN_REDUCTIONS, 'sum'):
+    raise functional_model.UnsupportedModelError(
+      f'loss reduction {loss.reduction!r}; the vectorised engine supports '
+      "'sum_over_batch_size' (or 'auto') and 'sum'"
+    )
+  if keras_model.losses:
+    raise functional_model.UnsupportedModelError(
+      f'model {keras_model.name!r} adds regularisation losses; not supported by the '
+      'vectorised engine'
+    )
+  return keras_model, loss, model.get_metrics()
+
+
+def check_algorithm(algorithm: algorithm_base.Algorithm) -> None:
+  """Raises ValueError (one line, naming why) if the engine cannot run `algorithm`."""
+  reason = config.vectorised_refusal(algorithm.name, algorithm.client.optimizer.name)
+  if reason is not None:
+    raise ValueError(f'--engine=vectorised: {reason}')
+
+
+def check_supported(algorithm: algorithm_base.Algorithm) -> None:
+  """`check_algorithm`, then whether the algorithm's model has a batched form (builds one)."""
+  check_algorithm(algorithm)
+  try:
+    keras_model = _keras_parts(algorithm.model_fn())[0]
+    functional_model.FunctionalModel.from_keras(keras_model)
+  except functional_model.UnsupportedModelError as e:
+    raise ValueError(f'--engine=vectorised: {e}') from None
+
+
+class VectorisedEngine(inprocess.InProcessEngine):
+  """A round's clients trained side by side (module docstring); the rest as `inprocess`."""
+
+  def __init__(
+    self,
+    algorithm: algorithm_base.Algorithm,
+    device: str | None = None,
+    chunk_size: int | None = None,
+  ):
+    """Checks that `algorithm` and its model are supported, then builds the workspace model.
+
+    Args:
+      algorithm: an `Algorithm` (FedOpt with a supported client optimizer).
+      device: a TF device name; None lets TF place ops.
+      chunk_size: train the round's clients this many at a time, grouped by their number of
+        local steps (for clients of very unequal sizes); None: all at once.
+
+    Raises:
+      ValueError: the algorithm, client optimizer or model is not supported (one line).
+    """
+    check_algorithm(algorithm)
+    if chunk_size is not None and (
+      isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
+    ):
+      raise ValueError(f'chunk_size must be a positive integer or None, got {chunk_size!r}')
+    self.chunk_size = chunk_size
+    super().__init__(algorithm, device=device)
+    keras_model, self._loss, self._metrics = _keras_parts(self._model)
+    self._functional = functional_model.FunctionalModel.from_keras(keras_model)
+
+  # -- Inputs: the clients' examples concatenated (as `inprocess`), with row offsets. -------
+
+  def _round_inputs(self, clients: Sequence[base.RoundClient]) -> tuple:
+    features, splits, seeds_, _, _ = super()._round_inputs(clients)
+    return features, splits, seeds_
+
+  def _build_round_fn(self, state, features, splits, seeds_):
+    signature = (
+      tf.nest.map_structure(inprocess._as_spec, state),  # pylint: disable=protected-access
+      collections.OrderedDict(
+        (k, tf.TensorSpec((None, *v.shape[1:]), tf.as_dtype(v.dtype))) for k, v in features.items()
+      ),
+      tf.TensorSpec([None], tf.int32),
+      tf.TensorSpec([None, 2], tf.int64),
+    )
+    return tf.function(self._round, input_signature=signature, autograph=False)
+
+  # -- The round. ----------------------------------------------------------------------------
+
+  def _round(self, state, features, splits, seeds_):
+    alg = self.algorithm
+    x_t = state['model']
+    lr = tf.cast(alg.client_lr_schedule(state['client_round']), tf.float32)
+    self._reset_metrics()
+    sizes = splits[1:] - splits[:-1]
+    num_clients = tf.shape(sizes)[0]
+    updates, steps = self._train_clients(x_t, features, splits, seeds_, lr)
+    n = tf.cast(sizes, tf.float32)
+    weights = tf.minimum(n, 1.0) if alg.client.weighting == algorithm_base.UNIFORM_WEIGHTING else n
+    local_steps = tf.cast(steps, tf.float32)
+
+    def client_output(i):
+      return algorithm_base.ClientOutput(
+        update=tuple(u[i] for u in updates),
+        weight=weights[i],
+        stats=collections.OrderedDict(local_steps=local_steps[i]),
+      )
+
+    spec = tf.nest.map_structure(
+      lambda t: tf.TensorSpec(t.shape, t.dtype),
+      algorithm_base.ClientOutput(
+        update=tuple(tf.TensorSpec(s.shape, s.dtype) for s in self._specs),
+        weight=tf.TensorSpec([], tf.float32),
+        stats=collections.OrderedDict(local_steps=tf.TensorSpec([], tf.float32)),
+      ),
+    )
+    carry, new_states = self._fold_clients(state, spec, num_clients, client_output)
+    return self._server_step(state, spec, num_clients, carry, new_states)
+
+  def _client_epochs(self, seeds_: tf.Tensor) -> tf.Tensor:
+    """E_i per client, [K] int32 (`Algorithm.client_epochs`, or E for every client)."""
+    alg = self.algorithm
+    if alg.client_epochs(seeds_[0]) is None:
+      return tf.fill(tf.shape(seeds_)[:1], tf.constant(alg.client.epochs, tf.int32))
+    return tf.map_fn(alg.client_epochs, seeds_, fn_output_signature=tf.int32)
+
+  def _train_clients(self, x_t, features, splits, seeds_, lr):
+    """Every client's local training from x_t, side by side; returns (u_i stacked, K_i).
+
+    With `chunk_size` C the clients train C at a time, in chunks of similar K_i (by K_i
+    descending, ties in client order), so that a chunk's lock-step length is close to each of
+    its clients' own; the updates come back in client order either way.
+    """
+    steps, schedule = self._schedule(splits, seeds_)
+    num_clients = tf.shape(steps)[0]
+    if self.chunk_size is None:
+      return self._train_chunk(x_t, features, steps, schedule, seeds_, lr), steps
+    order = tf.argsort(steps, direction='DESCENDING', stable=True)
+    chunk = self.chunk_size
+    buffers = tuple(
+      tf.zeros(tf.concat([[num_clients], tf.shape(w)], 0), w.dtype) for w in x_t.trainable
+    )
+
+    def body(c, buffers):
+      members = order[c * chunk : tf.minimum((c + 1) * chunk, num_clients)]
+      pick = lambda t: tf.gather(t, members)
+      member_steps = pick(steps)
+      updates = self._train_chunk(
+        x_t,
+        features,
+        member_steps,
+        tuple(pick(t)[:, : tf.reduce_max(member_steps)] for t in schedule),
+        pick(seeds_),
+        lr,
+      )
+      return c + 1, tuple(
+        tf.tensor_scatter_nd_update(b, members[:, None], u) for b, u in zip(buffers, updates)
+      )
+
+    num_chunks = (num_clients + chunk - 1) // chunk
+    _, updates = tf.while_loop(lambda c, _: c < num_chunks, body, (tf.constant(0), buffers))
+    return updates, steps
+
+  def _train_chunk(self, x_t, features, steps, schedule, seeds_, lr):
+    """Lock-step local training of the given clients from x_t; returns their u_i stacked."""
+    alg = self.algorithm
+    num_clients = tf.shape(steps)[0]
+    stack = lambda t: tf.repeat(t[None], num_clients, axis=0)
+    params = tuple(stack(w) for w in x_t.trainable)
+    optimizer = alg.client_optimizer
+    opt_state = optimizer.initialize(self._specs)
+    opt_state[local_loop.LEARNING_RATE_KEY] = lr
+    # The optimizer runs once on the stacked weights: its accumulators are stacked like them,
+    # its hyperparameters and step count are shared. Sharing the count is exact: every client
+    # still training has taken the same number of steps, and a client whose steps are done is
+    # never active again (its weights are frozen; its accumulators no longer matter).
+    opt_state = tf.nest.map_structure(
+      lambda t: stack(t) if t.shape.rank else t,
+      tf.nest.map_structure(tf.convert_to_tensor, opt_state),
+    )
+
+    def body(s, params, opt_state):
+      active = s < steps
+      idx, valid = schedule[0][:, s], schedule[1][:, s]
+      count = tf.reduce_sum(tf.cast(valid, tf.int32), axis=1)
+      batch = collections.OrderedDict((k, tf.gather(v, idx)) for k, v in features.items())
+      step_seeds = tf.stack([seeds_[:, 0], seeds_[:, 1] * 1_000_003 + tf.cast(s, tf.int64)], 1)
+      with tf.GradientTape() as tape:
+        tape.watch(params)
+        predictions = self._functional.apply(params, batch['x'], True, step_seeds)
+        losses = self._client_losses(batch['y'], predictions, valid, count)
+        total = tf.reduce_sum(losses)
+      grads = tape.gradient(total, params)
+      opt_state, new_params = optimizer.next(opt_state, params, grads)
+      frozen = lambda: tuple(  # clients whose steps are done keep their weights
+        tf.where(tf.reshape(active, [-1] + [1] * (old.shape.rank - 1)), new, old)
+        for new, old in zip(new_params, params)
+      )
+      params = tf.cond(tf.reduce_all(active), lambda: tuple(new_params), frozen)
+      self._update_metrics(batch['y'], predictions, losses, valid, count, active)
+      return s + 1, params, opt_state
+
+    _, params, _ = tf.while_loop(
+      lambda s, *_: s < tf.reduce_max(steps), body, (tf.constant(0), params, opt_state)
+    )
+    return tuple(w[None] - p for w, p in zip(x_t.trainable, params))
+
+  def _schedule(self, splits, seeds_):
+    """K_i and every client's minibatches: (steps [K], (row of the concatenated examples [K, S,
+    B], valid [K, S, B])), S = max K_i. Step s of client i visits epoch e = s // ceil(n_i / B) of its
+    permutation, positions b B .. min(b B + B, n_i) - 1 for b = s mod ceil(n_i / B)."""
+    alg = self.algorithm
+    batch_size = alg.client.batch_size
+    max_epochs = alg.client.max_epochs or alg.client.epochs
+    sizes = splits[1:] - splits[:-1]
+    n_max = tf.reduce_max(sizes)
+    steps_per_epoch = (sizes + batch_size - 1) // batch_size
+    steps = steps_per_epoch * self._client_epochs(seeds_)
+
+    def permutations(args):
+      n, seed = args
+      perms = seeds.epoch_permutations(n, max_epochs, seed)
+      return tf.pad(perms, [[0, 0], [0, n_max - n]])
+
+    perms = tf.map_fn(permutations, (sizes, seeds_), fn_output_signature=tf.int32)
+    s = tf.range(tf.reduce_max(steps))[None, :]  # [1, S]
+    per_epoch = tf.maximum(steps_per_epoch, 1)[:, None]
+    epoch = tf.minimum(s // per_epoch, max_epochs - 1)  # [K, S]
+    position = (s % per_epoch)[..., None] * batch_size + tf.range(batch_size)  # [K, S, B]
+    valid = (position < sizes[:, None, None]) & (s < steps[:, None])[..., None]
+    position = tf.minimum(position, tf.maximum(n_max - 1, 0))
+    clients = tf.broadcast_to(tf.range(tf.shape(sizes)[0])[:, None, None], tf.shape(position))
+    epochs = tf.broadcast_to(epoch[..., None], tf.shape(position))
+    idx = tf.gather_nd(perms, tf.stack([clients, epochs, position], axis=-1))
+    return steps, (tf.where(valid, idx + splits[:-1, None, None], 0), valid)
+
+  def _client_losses(self, y, predictions, valid, count):
+    """Each client's minibatch loss [K], reduced as the task's loss reduces a minibatch."""
+    per_element = self._loss.call(y, predictions)  # [K, B, ...]
+    mask = tf.cast(valid, per_element.dtype)
+    mask = tf.reshape(
+      mask, tf.concat([tf.shape(mask), tf.ones([per_element.shape.rank - 2], tf.int32)], 0)
+    )
+    summed = tf.reduce_sum(tf.reshape(per_element * mask, [tf.shape(per_element)[0], -1]), axis=1)
+    if self._loss.reduction == 'sum':
+      return summed
+    elements = tf.cast(count, per_element.dtype) * tf.cast(
+      tf.reduce_prod(tf.shape(per_element)[2:]), per_element.dtype
+    )
+    return tf.math.divide_no_nan(summed, elements)
+
+  def _update_metrics(self, y, predictions, losses, valid, count, active):
+    """The workspace model's training metrics, as the sequential minibatch updates leave them."""
+    for metric in self._metrics:
+      if metric.name == 'loss':  # TFF's size-weighted mean of minibatch losses
+        tf.keras.metrics.Mean.update_state(
+          metric, losses, sample_weight=tf.cast(count, losses.dtype)
+        )
+      elif metric.name == 'num_examples':
+        tf.keras.metrics.Sum.update_state(metric, tf.reduce_sum(count))
+      elif metric.name == 'num_batches':
+        tf.keras.metrics.Sum.update_state(metric, tf.reduce_sum(tf.cast(active, tf.int32)))
+      elif isinstance(metric, tf.keras.metrics.MeanMetricWrapper):  # per-example means
+        metric.update_state(y, predictions, sample_weight=tf.cast(valid, predictions.dtype))
+      else:
+        metric.update_state(tf.boolean_mask(y, valid), tf.boolean_mask(predictions, valid))
