@@ -305,7 +305,10 @@ class Algorithm(abc.ABC):
 
   def client_weight(self, data: collections.OrderedDict) -> tf.Tensor:
     """w_i: n_i ('example' weighting) or 1 ('uniform'), float32; 0 for a client without data."""
-    n = example_weight(data)
+    return self.weight_of(example_weight(data))
+
+  def weight_of(self, n: tf.Tensor) -> tf.Tensor:
+    """w from n, float32 (any shape, e.g. one per client): n, or min(n, 1) for 'uniform'."""
     if self.client.weighting == UNIFORM_WEIGHTING:
       return tf.minimum(n, 1.0)
     return n

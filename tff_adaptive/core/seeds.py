@@ -34,9 +34,12 @@ def client_seed(seed: int, round_num: int, client_index: int, population: int) -
 
 
 def local_step_seed(seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
-  """int64[2] seed of local step `step` of a client whose round seed is `seed`."""
+  """int64[2] seed of local step `step` of a client whose round seed is `seed`.
+
+  `seed` may carry leading (client) axes, [..., 2]: each client's step seed, [..., 2].
+  """
   seed = tf.cast(seed, tf.int64)
-  return tf.stack([seed[0], seed[1] * 1_000_003 + tf.cast(step, tf.int64)])
+  return tf.stack([seed[..., 0], seed[..., 1] * 1_000_003 + tf.cast(step, tf.int64)], axis=-1)
 
 
 def epoch_permutations(n: tf.Tensor, epochs: int, seed: tf.Tensor) -> tf.Tensor:
@@ -89,4 +92,10 @@ def next_layer_seed() -> tf.Tensor | None:
   if k >= MAX_LAYER_SEEDS_PER_STEP:
     raise ValueError(f'more than {MAX_LAYER_SEEDS_PER_STEP} random layer calls in one step')
   state[1] += 1
-  return tf.stack([seed[0], seed[1] * MAX_LAYER_SEEDS_PER_STEP + k])
+  return layer_seed(seed, k)
+
+
+def layer_seed(step_seed: tf.Tensor, k: int) -> tf.Tensor:
+  """The k-th random layer's seed in a step: (s[0], s[1] * 64 + k); s may be [..., 2]."""
+  step_seed = tf.cast(step_seed, tf.int64)
+  return tf.stack([step_seed[..., 0], step_seed[..., 1] * MAX_LAYER_SEEDS_PER_STEP + k], axis=-1)

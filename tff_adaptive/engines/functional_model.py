@@ -143,9 +143,7 @@ def _stateless_dropout(layer) -> _Layer:
     del params
     if not training or rate == 0.0:
       return x
-    layer_seeds = tf.stack(
-      [step_seeds[:, 0], step_seeds[:, 1] * seeds.MAX_LAYER_SEEDS_PER_STEP + draw], axis=1
-    )
+    layer_seeds = seeds.layer_seed(step_seeds, draw)
 
     def one_client(x_k, seed):
       shape = tf.shape(x_k)

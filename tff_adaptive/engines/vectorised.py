@@ -157,8 +157,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     sizes = splits[1:] - splits[:-1]
     num_clients = tf.shape(sizes)[0]
     updates, steps = self._train_clients(x_t, features, splits, seeds_, lr)
-    n = tf.cast(sizes, tf.float32)
-    weights = tf.minimum(n, 1.0) if alg.client.weighting == algorithm_base.UNIFORM_WEIGHTING else n
+    weights = alg.weight_of(tf.cast(sizes, tf.float32))
     local_steps = tf.cast(steps, tf.float32)
 
     def client_output(i):
@@ -168,13 +167,10 @@ class VectorisedEngine(inprocess.InProcessEngine):
         stats=collections.OrderedDict(local_steps=local_steps[i]),
       )
 
-    spec = tf.nest.map_structure(
-      lambda t: tf.TensorSpec(t.shape, t.dtype),
-      algorithm_base.ClientOutput(
-        update=tuple(tf.TensorSpec(s.shape, s.dtype) for s in self._specs),
-        weight=tf.TensorSpec([], tf.float32),
-        stats=collections.OrderedDict(local_steps=tf.TensorSpec([], tf.float32)),
-      ),
+    spec = algorithm_base.ClientOutput(
+      update=self._specs,
+      weight=tf.TensorSpec([], tf.float32),
+      stats=collections.OrderedDict(local_steps=tf.TensorSpec([], tf.float32)),
     )
     carry, new_states = self._fold_clients(state, spec, num_clients, client_output)
     return self._server_step(state, spec, num_clients, carry, new_states)
@@ -246,7 +242,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
       idx, valid = schedule[0][:, s], schedule[1][:, s]
       count = tf.reduce_sum(tf.cast(valid, tf.int32), axis=1)
       batch = collections.OrderedDict((k, tf.gather(v, idx)) for k, v in features.items())
-      step_seeds = tf.stack([seeds_[:, 0], seeds_[:, 1] * 1_000_003 + tf.cast(s, tf.int64)], 1)
+      step_seeds = seeds.local_step_seed(seeds_, s)
       with tf.GradientTape() as tape:
         tape.watch(params)
         predictions = self._functional.apply(params, batch['x'], True, step_seeds)
