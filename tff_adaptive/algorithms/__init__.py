@@ -28,6 +28,9 @@ __all__ = [
   'Algorithm',
   'AlgorithmInputs',
   'ClientOutput',
+  'Evaluation',
+  'FullPass',
+  'LocalResult',
   'ClientTrainingConfig',
   'FedPAHParams',
   'build_algorithm',
@@ -53,7 +56,7 @@ __getattr__, __dir__ = registry.lazy_exports(
       ),
       'config',
     ),
-    **dict.fromkeys(('Algorithm', 'ClientOutput'), 'base'),
+    **dict.fromkeys(('Algorithm', 'ClientOutput', 'Evaluation', 'FullPass', 'LocalResult'), 'base'),
     **{
       f'build_{name}': name
       for name in ('adafedadam', 'fednova', 'fedopt', 'fedpa', 'fedprox', 'qfedavg', 'scaffold')

@@ -67,7 +67,6 @@ from tff_adaptive import aggregators
 from tff_adaptive.algorithms import base
 from tff_adaptive.algorithms.config import ADAFEDADAM_WEIGHTINGS as WEIGHTINGS  # noqa: F401
 from tff_adaptive.algorithms.config import AdaFedAdamHParams
-from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
 from tff_adaptive.optimizers import adaadam
 from tff_adaptive.optimizers.config import CERTAINTY_FLOORS  # noqa: F401  (re-exported)
@@ -131,31 +130,29 @@ class _AdaFedAdam(base.Algorithm):
     del round_num
     return server_extra
 
-  def client_update(
-    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
-  ):
-    del client_state
+  def full_passes(self):
+    """F_k(x_0) (the 'paper' weighting reads it), then F_k(x_t) and grad F_k(x_t)."""
     hp = self.hparams
-    loss_0 = tf.constant(1.0)  # F_k(x_0) is read by the 'paper' weighting only
+    passes = {}
     if hp.weighting == 'paper':
-      x_0 = tff.learning.models.ModelWeights(tuple(broadcast), initial_weights.non_trainable)
-      base.assign_weights(model, x_0)
-      loss_0, _ = local_loop.full_loss_and_gradient(
-        model, data, hp.gradient_examples, gradient=False
-      )
-    base.assign_weights(model, initial_weights)
-    loss_t, grad = local_loop.full_loss_and_gradient(model, data, hp.gradient_examples)
-    step = self.local_step(learning_rate)
-    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
-    stats = self.client_statistics(state, num_steps)
-    eta_k = stats.get('step_size', tf.cast(learning_rate, tf.float32))
+      passes['x_0'] = base.FullPass(max_examples=hp.gradient_examples, at_broadcast=True)
+    passes['x_t'] = base.FullPass(gradient=True, max_examples=hp.gradient_examples)
+    return passes
+
+  def client_result(self, result):
+    hp = self.hparams
+    loss_0 = result.passes['x_0'].loss if 'x_0' in result.passes else tf.constant(1.0)
+    loss_t, grad = result.passes['x_t']
+    update = result.update
+    stats = result.stats.copy()
+    eta_k = stats.get('step_size', result.learning_rate)
 
     update_norm, grad_norm = tree.global_norm(update), tree.global_norm(grad)
     eta_prime = update_scale(update_norm, grad_norm)
     u = normalized_update(update, grad_norm, update_norm)
     c = certainty(eta_prime, eta_k)
     i = loss_ratio(loss_t, loss_0)
-    weight = self.client_weight(data)
+    weight = self.weight_of(result.num_examples)
     if hp.weighting == 'loss':  # p_k F_k(x_t)^alpha: I_k := F_k(x_t)
       i = loss_t
     valid = tf.reduce_all(

@@ -26,7 +26,6 @@ state, which the training loop stores by client id (`tff_adaptive.loop.client_st
 `algorithms.config` and re-exported here.
 """
 
-import abc
 import collections
 from collections.abc import Callable
 import functools
@@ -72,11 +71,60 @@ class ClientOutput(NamedTuple):
   state: Any = ()
 
 
-class Algorithm(abc.ABC):
+class FullPass(NamedTuple):
+  """A pass over a client's local data before its local training (`Algorithm.full_passes`):
+  F_k and optionally grad F_k, as `core.local_loop.full_loss_and_gradient` computes them.
+
+  Attributes:
+    gradient: also grad F_k (else the pass gives the loss only).
+    max_examples: over the first min(n_k, max_examples) examples (None: all).
+    at_broadcast: at the trainable weights the client receives as its broadcast (AdaFedAdam's
+      x_0) instead of x_t.
+  """
+
+  gradient: bool = False
+  max_examples: int | None = None
+  at_broadcast: bool = False
+
+
+class Evaluation(NamedTuple):
+  """A `FullPass`'s result: F_k (float32 scalar) and grad F_k (tuple of tensors, or None)."""
+
+  loss: tf.Tensor
+  gradient: Any = None
+
+
+class LocalResult(NamedTuple):
+  """What `Algorithm.client_result` makes a client's output from.
+
+  Attributes:
+    update: u_i = x_t - x_i after local training (tuple of tensors).
+    num_steps: K_i, the local steps taken (int32 scalar).
+    stats: `local_steps` and the client optimizer's statistics (OrderedDict of float32).
+    num_examples: n_i, float32.
+    learning_rate: eta_l(t), float32.
+    passes: OrderedDict name -> `Evaluation`, the algorithm's `full_passes`.
+    broadcast: what the client received besides x_t.
+    client_state: the client's state on entry (stateful algorithms), else ().
+  """
+
+  update: Any
+  num_steps: tf.Tensor
+  stats: collections.OrderedDict
+  num_examples: tf.Tensor
+  learning_rate: tf.Tensor
+  passes: collections.OrderedDict
+  broadcast: Any = ()
+  client_state: Any = ()
+
+
+class Algorithm:
   """A federated algorithm as pure TF parts (see the module docstring).
 
-  Subclasses implement `client_update` and, where they keep more than the model and the server
-  optimizer's state, the `server_extra_*`, `client_broadcast` and client-state methods.
+  Subclasses say what their clients compute in three parts (`full_passes`,
+  `transform_gradient`, `client_result`; or override `client_update` as a whole) and, where
+  they keep more than the model and the server optimizer's state, the `server_extra_*`,
+  `client_broadcast` and client-state methods.
   """
 
   name: str = 'algorithm'
@@ -251,7 +299,35 @@ class Algorithm(abc.ABC):
     del broadcast
     return ()
 
-  @abc.abstractmethod
+  def full_passes(self) -> dict[str, 'FullPass']:
+    """The passes over a client's data before its local training, by name (default: none).
+
+    E.g. q-FedAvg's F_k(x_t), AdaFedAdam's F_k(x_0) and (F_k, grad F_k)(x_t). They are
+    evaluated in this order, and `client_result` receives them as `LocalResult.passes`.
+    """
+    return {}
+
+  def transforms_gradient(self) -> bool:
+    """Whether `transform_gradient` changes the local gradients (default: no)."""
+    return False
+
+  def transform_gradient(
+    self, gradient: Any, x: Any, x_t: Any, broadcast: Any, client_state: Any
+  ) -> Any:
+    """What the client optimizer sees instead of the local gradient g at x (default: g).
+
+    Pure and elementwise in the weights, so the same function serves one client's tensors or
+    a stack of clients' (x with a leading client axis; x_t, broadcast broadcast over it).
+    """
+    del x, x_t, broadcast, client_state
+    return gradient
+
+  def client_result(self, result: 'LocalResult') -> ClientOutput:
+    """Client i's output from its local training (default: FedOpt's u_i, w_i, statistics)."""
+    return ClientOutput(
+      update=result.update, weight=self.weight_of(result.num_examples), stats=result.stats
+    )
+
   def client_update(
     self,
     model: tff.learning.models.VariableModel,
@@ -263,6 +339,11 @@ class Algorithm(abc.ABC):
     client_state: Any,
   ) -> ClientOutput:
     """Client i's work in one round (traced inside a TF function by either engine).
+
+    By default: the `full_passes`, then local training on the `transform_gradient`-ed
+    gradients, then `client_result`; the engine "vectorised" runs the same three parts for all
+    of a round's clients at once. Algorithms whose client work has another shape (SCAFFOLD,
+    FedPA) override it.
 
     Args:
       model: the workspace model; its variables hold nothing meaningful on entry.
@@ -276,6 +357,37 @@ class Algorithm(abc.ABC):
     Returns:
       A `ClientOutput`.
     """
+    passes = collections.OrderedDict()
+    for name, full_pass in self.full_passes().items():
+      at = initial_weights
+      if full_pass.at_broadcast:
+        at = tff.learning.models.ModelWeights(tuple(broadcast), initial_weights.non_trainable)
+      assign_weights(model, at)
+      passes[name] = Evaluation(
+        *local_loop.full_loss_and_gradient(
+          model, data, full_pass.max_examples, gradient=full_pass.gradient
+        )
+      )
+    transform = None
+    if self.transforms_gradient():
+      x_t = tuple(initial_weights.trainable)
+      transform = lambda g, model: self.transform_gradient(
+        g, tuple(model.trainable_variables), x_t, broadcast, client_state
+      )
+    step = self.local_step(learning_rate, transform)
+    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
+    return self.client_result(
+      LocalResult(
+        update=update,
+        num_steps=num_steps,
+        stats=self.client_statistics(state, num_steps),
+        num_examples=example_weight(data),
+        learning_rate=tf.cast(learning_rate, tf.float32),
+        passes=passes,
+        broadcast=broadcast,
+        client_state=client_state,
+      )
+    )
 
   # -- Shared helpers for subclasses. ----------------------------------------------------------
 

@@ -63,20 +63,15 @@ class _FedNova(base.Algorithm):
       )
     self.momentum = self.client.optimizer.momentum if name == 'sgdm' else 0.0
 
-  def client_update(
-    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
-  ):
-    del broadcast, client_state
-    step = self.local_step(learning_rate)
-    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
-    a = local_steps_norm(num_steps, self.momentum)
-    stats = self.client_statistics(state, num_steps)
+  def client_result(self, result):
+    a = local_steps_norm(result.num_steps, self.momentum)
+    stats = result.stats.copy()
     stats['steps_norm'] = a
     return base.ClientOutput(
       update=collections.OrderedDict(
-        [(aggregators.UPDATE_KEY, tree.divide_no_nan(update, a)), (aggregators.STEPS_KEY, a)]
+        [(aggregators.UPDATE_KEY, tree.divide_no_nan(result.update, a)), (aggregators.STEPS_KEY, a)]
       ),
-      weight=self.client_weight(data),
+      weight=self.weight_of(result.num_examples),
       stats=stats,
     )
 

@@ -10,7 +10,6 @@ from typing import Any
 import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base
-from tff_adaptive.core import local_loop
 
 
 class _FedOpt(base.Algorithm):
@@ -31,23 +30,6 @@ class _FedOpt(base.Algorithm):
   """
 
   name = 'fedopt'
-
-  def gradient_transform(self, initial_weights) -> local_loop.GradientTransform | None:
-    """What changes a local gradient before the client optimizer sees it (None: nothing)."""
-    del initial_weights
-    return None
-
-  def client_update(
-    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
-  ):
-    del broadcast, client_state
-    step = self.local_step(learning_rate, self.gradient_transform(initial_weights))
-    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
-    return base.ClientOutput(
-      update=update,
-      weight=self.client_weight(data),
-      stats=self.client_statistics(state, num_steps),
-    )
 
 
 def build_fedopt(

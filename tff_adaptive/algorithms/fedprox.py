@@ -48,11 +48,13 @@ class _FedProx(fedopt._FedOpt):  # pylint: disable=protected-access
     super().__init__(*args, **kwargs)
     self.hparams = fedprox
 
-  def gradient_transform(self, initial_weights):
-    x_t, mu = tuple(initial_weights.trainable), self.hparams.mu
-    if mu == 0:
-      return None
-    return lambda g, model: proximal_gradient(g, tuple(model.trainable_variables), x_t, mu)
+  def transforms_gradient(self) -> bool:
+    return self.hparams.mu != 0  # mu = 0: FedAvg's local steps exactly
+
+  def transform_gradient(self, gradient, x, x_t, broadcast, client_state):
+    """g + mu (x - x_t)."""
+    del broadcast, client_state
+    return proximal_gradient(gradient, x, x_t, self.hparams.mu)
 
 
 def build_fedprox(

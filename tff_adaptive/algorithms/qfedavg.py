@@ -25,7 +25,6 @@ import tensorflow_federated as tff
 
 from tff_adaptive.algorithms import base
 from tff_adaptive.algorithms.config import QFedAvgHParams
-from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
 from tff_adaptive.optimizers import client as client_optimizers
 
@@ -60,23 +59,19 @@ class _QFedAvg(base.Algorithm):
         f'{", ".join(n for n in registered if registered[n].reads_learning_rate)})'
       )
 
-  def client_update(
-    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
-  ):
-    del broadcast, client_state
+  def full_passes(self):
+    return {'initial': base.FullPass()}  # F_k(x_t), all local examples
+
+  def client_result(self, result):
     q = self.hparams.q
-    base.assign_weights(model, initial_weights)
-    loss, _ = local_loop.full_loss_and_gradient(model, data, gradient=False)
-    step = self.local_step(learning_rate)
-    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
-    lipschitz = 1.0 / tf.cast(learning_rate, tf.float32)
-    delta = tree.scale(update, lipschitz)
+    loss = result.passes['initial'].loss
+    lipschitz = 1.0 / result.learning_rate
+    delta = tree.scale(result.update, lipschitz)
     f = loss + LOSS_EPSILON
     h = qffl_weight(f, tf.square(tree.global_norm(delta)), lipschitz, q)
-    has_data = local_loop.num_examples(data) > 0
-    weight = tf.where(has_data, h, 0.0)
+    weight = tf.where(result.num_examples > 0, h, 0.0)
     value = tree.scale(delta, tf.math.divide_no_nan(tf.pow(f, q), h))
-    stats = self.client_statistics(state, num_steps)
+    stats = result.stats.copy()
     stats['initial_loss'] = loss
     stats['qffl_weight'] = weight
     return base.ClientOutput(update=value, weight=weight, stats=stats)

@@ -69,27 +69,29 @@ class _Scaffold(base.Algorithm):
     """c_i := c the first time client i is sampled."""
     return broadcast
 
-  def client_update(
-    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
-  ):
-    c, c_i = tuple(broadcast), tuple(client_state)
-    correction = tree.sub(c, c_i)  # c - c_i, added to every local gradient
-    step = self.local_step(learning_rate, lambda g, model: tree.add(g, correction))
-    state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
-    stats = self.client_statistics(state, num_steps)
+  def transforms_gradient(self) -> bool:
+    return True
+
+  def transform_gradient(self, gradient, x, x_t, broadcast, client_state):
+    """g - c_i + c, the corrected local gradient."""
+    del x, x_t
+    return tree.add(gradient, tree.sub(tuple(broadcast), tuple(client_state)))
+
+  def client_result(self, result):
+    c, c_i = tuple(result.broadcast), tuple(result.client_state)
     # K eta_l; for client optimizers with their own step sizes (SPS, Delta-SGD) the sum of the
     # steps taken, K * mean step size, so that (x_t - y_i) / (K eta) is still the mean
     # corrected gradient.
-    step_size = stats.get('step_size', tf.cast(learning_rate, tf.float32))
-    k_eta = tf.cast(num_steps, tf.float32) * step_size
-    c_i_new = tree.add(tree.sub(c_i, c), tree.divide_no_nan(tuple(update), k_eta))
+    step_size = result.stats.get('step_size', result.learning_rate)
+    k_eta = tf.cast(result.num_steps, tf.float32) * step_size
+    c_i_new = tree.add(tree.sub(c_i, c), tree.divide_no_nan(tuple(result.update), k_eta))
     # A client that took no step (no examples) keeps its c_i (its weight 0 leaves c alone).
-    trained = num_steps > 0
+    trained = result.num_steps > 0
     c_i_new = tuple(tf.where(trained, new, old) for new, old in zip(c_i_new, c_i))
     return base.ClientOutput(
-      update=update,
-      weight=self.client_weight(data),
-      stats=stats,
+      update=result.update,
+      weight=self.weight_of(result.num_examples),
+      stats=result.stats,
       extras=tree.sub(c_i_new, c_i),
       state=c_i_new,
     )
