@@ -12,6 +12,7 @@
   is refused in one line with exit 2.
 """
 
+import copy
 import csv
 import os
 import pathlib
@@ -112,12 +113,12 @@ def _task(name):
   return _TASKS[name]
 
 
-def _algorithm(task, server, client, aggregation=None):
+def _algorithm(task, server, client, aggregation=None, name='fedopt', **hparams):
   config = server_optimizers.ServerOptimizerConfig(
     server, learning_rate=server_optimizers.SERVER_OPTIMIZERS[server].default_learning_rate
   )
   return algorithms.build_algorithm(
-    'fedopt',
+    name,
     algorithms.AlgorithmInputs(
       lambda: task.model_fn(1),
       client,
@@ -126,6 +127,7 @@ def _algorithm(task, server, client, aggregation=None):
       schedules.ScheduleConfig(),
       num_clients=len(task.client_ids),
       aggregation=aggregation,
+      **hparams,
     ),
   )
 
@@ -159,7 +161,8 @@ def _client(name, lr, **kwargs):
   )
 
 
-# (task, server optimizer, client config, rounds, clients per round)
+# (task, server optimizer, client config, rounds, clients per round[, algorithm and its
+# hyperparameters, clients per chunk])
 CASES = {
   'synthetic-adam-sgd': ('synthetic', 'adam', _client('sgd', 0.01, batch_size=10), 5, 10),
   'synthetic-yogi-sgdm-E2': (
@@ -184,19 +187,96 @@ CASES = {
     10,
   ),
   'fmnist-adam-sgd': ('fmnist', 'adam', _client('sgd', 0.01, batch_size=64), 2, 5),
+  # The other algorithms: FedProx's transformed gradients, FedNova's step norms, q-FedAvg's and
+  # AdaFedAdam's full passes (F_k at x_t; F_k at x_0, F_k and grad F_k at x_t, all examples or
+  # the first 20), their results per client, also for clients in chunks.
+  'synthetic-fedprox-sgd-epochs1to3': (
+    'synthetic',
+    'sgd',
+    _client('sgd', 0.01, batch_size=10, epochs=1, max_epochs=3),
+    5,
+    10,
+    dict(name='fedprox', fedprox=algorithms.FedProxHParams(mu=0.1)),
+  ),
+  'synthetic-fednova-sgdm-epochs1to3': (
+    'synthetic',
+    'sgd',
+    _client('sgdm', 0.01, batch_size=10, epochs=1, max_epochs=3),
+    5,
+    10,
+    dict(name='fednova'),
+  ),
+  'synthetic-qfedavg-sgd-chunks3': (
+    'synthetic',
+    'sgd',
+    _client('sgd', 0.01, batch_size=10),
+    5,
+    10,
+    dict(name='qfedavg'),
+    3,
+  ),
+  'synthetic-adafedadam-sgd-epochs1to3': (
+    'synthetic',
+    'adaadam',
+    _client('sgd', 0.01, batch_size=10, epochs=1, max_epochs=3),
+    5,
+    10,
+    dict(name='adafedadam'),
+  ),
+  'synthetic-adafedadam-authors-adam-chunks3': (
+    'synthetic',
+    'adaadam',
+    _client('adam', 0.001, batch_size=10),
+    5,
+    10,
+    dict(
+      name='adafedadam',
+      adafedadam=algorithms.AdaFedAdamHParams(gradient_examples=20, weighting='loss'),
+    ),
+    3,
+  ),
+  # SCAFFOLD: each client's stored control variate c_i (or c for a client new to the run) in
+  # its corrected gradients and its c_i+ out; 20 of the 100 clients a round, so that many are
+  # sampled again.
+  'synthetic-scaffold-sgd': (
+    'synthetic',
+    'sgd',
+    _client('sgd', 0.01, batch_size=10),
+    5,
+    20,
+    dict(name='scaffold'),
+  ),
+  'synthetic-scaffold-sgdm-epochs1to3-chunks4': (
+    'synthetic',
+    'sgd',
+    _client('sgdm', 0.01, batch_size=10, epochs=1, max_epochs=3),
+    5,
+    20,
+    dict(name='scaffold'),
+    4,
+  ),
+  'fmnist-adafedadam-sgd': (
+    'fmnist',
+    'adaadam',
+    _client('sgd', 0.01, batch_size=64),
+    2,
+    5,
+    dict(name='adafedadam'),
+  ),
 }
 
 
 @pytest.mark.parametrize('case', list(CASES))
 def test_each_client_computes_what_the_inprocess_engine_computes(case, tmp_path):
-  task_name, server, client, rounds, k = CASES[case]
+  given = CASES[case]
+  task_name, server, client, rounds, k, algorithm, chunk = (*given, *({}, None)[len(given) - 5 :])
   task = _task(task_name)
-  make = lambda: _algorithm(task, server, client)
+  make = lambda: _algorithm(task, server, client, **algorithm)
   want_rows, want_clients = _train(
     task, engines.InProcessEngine(make()), tmp_path / 'inprocess', rounds, k
   )
   got_rows, got_clients = _train(
-    task, vectorised.VectorisedEngine(make()), tmp_path / 'vectorised', rounds, k
+    task, vectorised.VectorisedEngine(make(), chunk_size=chunk), tmp_path / 'vectorised', rounds, k
   )
   assert float(want_rows[-1]['train_loss']) != float(want_rows[0]['train_loss'])
   smallest = min(len(c['y']) for c in task.client_test.values())
@@ -268,7 +348,11 @@ def test_the_trainer_runs_it_and_an_extended_run_continues_exactly(tmp_path):
 @pytest.mark.parametrize(
   'args,message',
   [
-    (['--algorithm=scaffold'], "algorithm 'scaffold' is not batched yet (supported: fedopt)"),
+    (
+      ['--algorithm=fedpa'],
+      "algorithm 'fedpa' is not batched yet (supported: fedopt, fedprox, fednova, qfedavg, "
+      'adafedadam, scaffold)',
+    ),
     (['--client_optimizer=sps'], "client optimizer 'sps' is not batched yet"),
     (['--task=shakespeare', '--clients_per_round=2'], 'has no vectorised form'),
     (['--clients_per_chunk=0'], '--clients_per_chunk must be >= 1, got 0'),
@@ -306,3 +390,8 @@ def test_engine_options_reach_it():
   with pytest.raises(ValueError, match='chunk_size must be a positive integer'):
     vectorised.VectorisedEngine(algorithm, chunk_size=0)
   assert sorted(engines.ENGINES) == ['inprocess', 'tff', 'vectorised']
+  # A client update written as a whole (not the three parts) is refused whatever its name.
+  own = copy.copy(algorithm)
+  own.__class__ = type('OwnUpdate', (type(algorithm),), {'client_update': lambda self, *a: None})
+  with pytest.raises(ValueError, match="algorithm 'fedopt' writes its own client update"):
+    vectorised.VectorisedEngine(own)

@@ -29,9 +29,11 @@ class EngineOptions:
   chunk_size: int | None = None
 
 
-# What engine "vectorised" runs (`engines.vectorised`): the algorithms whose client update it
-# batches, and the client optimizers that are a plain `tff.learning.optimizers.Optimizer` step.
-VECTORISED_ALGORITHMS = ('fedopt',)
+# What engine "vectorised" runs (`engines.vectorised`): the algorithms whose client work is
+# `Algorithm.client_update`'s three parts (full passes, transformed gradients, client result;
+# FedPA writes its own client update), and the
+# client optimizers that are a plain `tff.learning.optimizers.Optimizer` step.
+VECTORISED_ALGORITHMS = ('fedopt', 'fedprox', 'fednova', 'qfedavg', 'adafedadam', 'scaffold')
 VECTORISED_CLIENT_OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'adagrad')
 
 

@@ -8,7 +8,13 @@ matmuls for Dense, per-client convolutions run in parallel). On small models, wh
 is a handful of tiny ops, per-op overhead and not arithmetic sets the pace of the sequential
 loop; one batched op per layer for all K clients removes most of it.
 
-What each client computes is what the sequential engines compute for it:
+What each client computes is what the sequential engines compute for it, in the three parts of
+`Algorithm.client_update`:
+
+* its full passes (`Algorithm.full_passes`: q-FedAvg's F_k(x_t), AdaFedAdam's F_k(x_0) and
+  F_k, grad F_k at x_t): every client's loss (and gradient) over its own examples at the shared
+  weights, `local_loop.FULL_PASS_CHUNK` rows per client at a time in inference mode, summed as
+  `local_loop.full_loss_and_gradient` sums them;
 
 * its minibatches: epoch e visits `seeds.epoch_permutations(n_i, E, seed_i)` in slices of B, the
   last one smaller (here padded to B rows and masked);
@@ -19,24 +25,34 @@ What each client computes is what the sequential engines compute for it:
 * its loss: the task's Keras loss per example, reduced over the client's own minibatch as the
   loss's reduction says (mean over the minibatch's elements, or sum); gradients of the sum over
   clients of these losses, so client i's gradient is that of its own loss;
+* its gradient transform (`Algorithm.transform_gradient`: FedProx's g + mu (x - x_t),
+  SCAFFOLD's g - c_i + c with each client's own stored c_i), elementwise, on the stacked
+  gradients;
 * its optimizer: the client optimizer's `next` once on the stacked weights, gradients and
   accumulators (its hyperparameters and step count shared: see `_train_chunk`);
+* its output: `Algorithm.client_result` on its own slice (u_i, K_i, n_i, its passes), called
+  per client in the round's fold (FedNova's normalised update, q-FedAvg's h_k, AdaFedAdam's
+  U_k, C_k, I_k, SCAFFOLD's c_i+ and Delta c_i), so the per-client math is the algorithm's own,
+  written once; new client states go to the training loop as the in-process engine's do;
 * then the round's fold and server step are the in-process engine's, in client order: the
-  aggregation (weighted mean, DP, compression), the server optimizer, the statistics.
+  aggregation (weighted mean, DP, compression, FedNova's and AdaFedAdam's own), the server
+  optimizer, the extra server state, the statistics.
 
 Training metrics: the loss metric (each (client, step) minibatch's loss weighted by its size),
 `num_examples`, `num_batches`, and the task's metrics updated with the step's real examples of
 every client at once (per-example metrics such as accuracy, identical to per-minibatch updates).
 
-Supported: algorithm FedOpt (every server optimizer; FedAvg, FedAvgM, FedAdagrad, FedAdam,
-FedYogi) with client optimizers sgd, sgdm, adam and adagrad, example or uniform weighting, E
-and max_epochs, client learning-rate schedules, DP and compressed aggregation; Sequential
-models of the layers `functional_model` knows. Anything else is refused in one line naming why
+Supported: algorithms FedOpt (every server optimizer; FedAvg, FedAvgM, FedAdagrad, FedAdam,
+FedYogi), FedProx, FedNova, q-FedAvg, AdaFedAdam and SCAFFOLD, with client optimizers sgd,
+sgdm, adam and adagrad (as each algorithm allows), example or uniform weighting, E and
+max_epochs, client learning-rate schedules, DP and compressed aggregation where the algorithm
+allows them; Sequential models of the layers `functional_model` knows. Not yet: FedPA (its own
+client update: posterior sampling over the local trajectory), client optimizers sps and
+delta_sgd. Anything else is refused in one line naming why
 (`config.vectorised_refusal`, `functional_model.UnsupportedModelError`).
 """
 
 import collections
-from collections.abc import Sequence
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -44,7 +60,6 @@ import tensorflow_federated as tff
 from tff_adaptive.algorithms import base as algorithm_base
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import seeds
-from tff_adaptive.engines import base
 from tff_adaptive.engines import config
 from tff_adaptive.engines import functional_model
 from tff_adaptive.engines import inprocess
@@ -86,6 +101,12 @@ def _keras_parts(model: tff.learning.models.VariableModel):
 def check_algorithm(algorithm: algorithm_base.Algorithm) -> None:
   """Raises ValueError (one line, naming why) if the engine cannot run `algorithm`."""
   reason = config.vectorised_refusal(algorithm.name, algorithm.client.optimizer.name)
+  own = type(algorithm).client_update is not algorithm_base.Algorithm.client_update
+  if reason is None and own:
+    reason = (
+      f'algorithm {algorithm.name!r} writes its own client update, which is not batched; use '
+      '--engine=inprocess'
+    )
   if reason is not None:
     raise ValueError(f'--engine=vectorised: {reason}')
 
@@ -112,7 +133,8 @@ class VectorisedEngine(inprocess.InProcessEngine):
     """Checks that `algorithm` and its model are supported, then builds the workspace model.
 
     Args:
-      algorithm: an `Algorithm` (FedOpt with a supported client optimizer).
+      algorithm: an `Algorithm` of `config.VECTORISED_ALGORITHMS` with a client optimizer of
+        `config.VECTORISED_CLIENT_OPTIMIZERS`.
       device: a TF device name; None lets TF place ops.
       chunk_size: train the round's clients this many at a time, grouped by their number of
         local steps (for clients of very unequal sizes); None: all at once.
@@ -130,50 +152,75 @@ class VectorisedEngine(inprocess.InProcessEngine):
     keras_model, self._loss, self._metrics = _keras_parts(self._model)
     self._functional = functional_model.FunctionalModel.from_keras(keras_model)
 
-  # -- Inputs: the clients' examples concatenated (as `inprocess`), with row offsets. -------
-
-  def _round_inputs(self, clients: Sequence[base.RoundClient]) -> tuple:
-    features, splits, seeds_, _, _ = super()._round_inputs(clients)
-    return features, splits, seeds_
-
-  def _build_round_fn(self, state, features, splits, seeds_):
-    signature = (
-      tf.nest.map_structure(inprocess._as_spec, state),  # pylint: disable=protected-access
-      collections.OrderedDict(
-        (k, tf.TensorSpec((None, *v.shape[1:]), tf.as_dtype(v.dtype))) for k, v in features.items()
-      ),
-      tf.TensorSpec([None], tf.int32),
-      tf.TensorSpec([None, 2], tf.int64),
-    )
-    return tf.function(self._round, input_signature=signature, autograph=False)
-
   # -- The round. ----------------------------------------------------------------------------
 
-  def _round(self, state, features, splits, seeds_):
+  # The round's inputs are the in-process engine's (`_round_inputs`: the clients' examples
+  # concatenated, row offsets, seeds, stored client states and whether each had one), and so is
+  # its compiled function (`_build_round_fn`).
+
+  def _round(self, state, features, splits, seeds_, states, present):
     alg = self.algorithm
     x_t = state['model']
     lr = tf.cast(alg.client_lr_schedule(state['client_round']), tf.float32)
+    broadcast = alg.client_broadcast(state['extra'], state['client_round'])
     self._reset_metrics()
     sizes = splits[1:] - splits[:-1]
     num_clients = tf.shape(sizes)[0]
-    updates, steps = self._train_clients(x_t, features, splits, seeds_, lr)
-    weights = alg.weight_of(tf.cast(sizes, tf.float32))
-    local_steps = tf.cast(steps, tf.float32)
+    client_states = ()
+    if alg.stateful_clients:  # a client sampled for the first time starts from the fresh state
+      fresh = tuple(alg.initial_client_state(broadcast))
+      client_states = tuple(
+        tf.where(tf.reshape(present, [-1] + [1] * new.shape.rank), stored, new[None])
+        for stored, new in zip(states, fresh)
+      )
+    (updates, passes), steps = self._train_clients(
+      x_t, broadcast, client_states, features, splits, seeds_, lr
+    )
+    num_examples = tf.cast(sizes, tf.float32)
 
     def client_output(i):
-      return algorithm_base.ClientOutput(
-        update=tuple(u[i] for u in updates),
-        weight=weights[i],
-        stats=collections.OrderedDict(local_steps=local_steps[i]),
+      return alg.client_result(
+        algorithm_base.LocalResult(
+          update=tuple(u[i] for u in updates),
+          num_steps=steps[i],
+          stats=collections.OrderedDict(local_steps=tf.cast(steps[i], tf.float32)),
+          num_examples=num_examples[i],
+          learning_rate=lr,
+          passes=collections.OrderedDict(
+            (name, algorithm_base.Evaluation(loss[i], tuple(g[i] for g in grads) or None))
+            for name, (loss, grads) in passes.items()
+          ),
+          broadcast=broadcast,
+          client_state=tuple(s[i] for s in client_states),
+        )
       )
 
-    spec = algorithm_base.ClientOutput(
-      update=self._specs,
-      weight=tf.TensorSpec([], tf.float32),
-      stats=collections.OrderedDict(local_steps=tf.TensorSpec([], tf.float32)),
-    )
+    spec = self._output_spec(broadcast)
     carry, new_states = self._fold_clients(state, spec, num_clients, client_output)
     return self._server_step(state, spec, num_clients, carry, new_states)
+
+  def _output_spec(self, broadcast) -> algorithm_base.ClientOutput:
+    """The structure of `client_result`'s output, traced once in a scratch graph."""
+    alg = self.algorithm
+    zeros = lambda s: tf.zeros(s.shape, s.dtype)
+    with tf.Graph().as_default():
+      weights = tuple(zeros(s) for s in self._specs)
+      out = alg.client_result(
+        algorithm_base.LocalResult(
+          update=weights,
+          num_steps=tf.zeros([], tf.int32),
+          stats=collections.OrderedDict(local_steps=tf.zeros([])),
+          num_examples=tf.zeros([]),
+          learning_rate=tf.zeros([]),
+          passes=collections.OrderedDict(
+            (name, algorithm_base.Evaluation(tf.zeros([]), weights if p.gradient else None))
+            for name, p in alg.full_passes().items()
+          ),
+          broadcast=tf.nest.map_structure(zeros, broadcast),
+          client_state=weights if alg.stateful_clients else (),
+        )
+      )
+      return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), out)
 
   def _client_epochs(self, seeds_: tf.Tensor) -> tf.Tensor:
     """E_i per client, [K] int32 (`Algorithm.client_epochs`, or E for every client)."""
@@ -182,49 +229,117 @@ class VectorisedEngine(inprocess.InProcessEngine):
       return tf.fill(tf.shape(seeds_)[:1], tf.constant(alg.client.epochs, tf.int32))
     return tf.map_fn(alg.client_epochs, seeds_, fn_output_signature=tf.int32)
 
-  def _train_clients(self, x_t, features, splits, seeds_, lr):
-    """Every client's local training from x_t, side by side; returns (u_i stacked, K_i).
+  def _train_clients(self, x_t, broadcast, client_states, features, splits, seeds_, lr):
+    """Every client's full passes and local training from x_t, side by side.
 
-    With `chunk_size` C the clients train C at a time, in chunks of similar K_i (by K_i
+    Returns ((u_i stacked, {pass name: (F_i [K], grad F_i stacked or ())}), K_i). With
+    `chunk_size` C the clients train C at a time, in chunks of similar K_i (by K_i
     descending, ties in client order), so that a chunk's lock-step length is close to each of
-    its clients' own; the updates come back in client order either way.
+    its clients' own; the results come back in client order either way.
     """
     steps, schedule = self._schedule(splits, seeds_)
+    starts, sizes = splits[:-1], splits[1:] - splits[:-1]
     num_clients = tf.shape(steps)[0]
     if self.chunk_size is None:
-      return self._train_chunk(x_t, features, steps, schedule, seeds_, lr), steps
+      outputs = self._train_chunk(
+        x_t, broadcast, client_states, features, starts, sizes, steps, schedule, seeds_, lr
+      )
+      return outputs, steps
     order = tf.argsort(steps, direction='DESCENDING', stable=True)
     chunk = self.chunk_size
-    buffers = tuple(
-      tf.zeros(tf.concat([[num_clients], tf.shape(w)], 0), w.dtype) for w in x_t.trainable
+    per_client = (
+      self._specs,
+      collections.OrderedDict(
+        (name, (tf.TensorSpec([], tf.float32), self._specs if p.gradient else ()))
+        for name, p in self.algorithm.full_passes().items()
+      ),
+    )
+    buffers = tf.nest.map_structure(
+      lambda s: tf.zeros(tf.concat([[num_clients], s.shape], 0), s.dtype), per_client
     )
 
     def body(c, buffers):
       members = order[c * chunk : tf.minimum((c + 1) * chunk, num_clients)]
       pick = lambda t: tf.gather(t, members)
       member_steps = pick(steps)
-      updates = self._train_chunk(
+      outputs = self._train_chunk(
         x_t,
+        broadcast,
+        tuple(pick(t) for t in client_states),
         features,
+        pick(starts),
+        pick(sizes),
         member_steps,
         tuple(pick(t)[:, : tf.reduce_max(member_steps)] for t in schedule),
         pick(seeds_),
         lr,
       )
-      return c + 1, tuple(
-        tf.tensor_scatter_nd_update(b, members[:, None], u) for b, u in zip(buffers, updates)
+      return c + 1, tf.nest.map_structure(
+        lambda b, u: tf.tensor_scatter_nd_update(b, members[:, None], u), buffers, outputs
       )
 
     num_chunks = (num_clients + chunk - 1) // chunk
-    _, updates = tf.while_loop(lambda c, _: c < num_chunks, body, (tf.constant(0), buffers))
-    return updates, steps
+    _, outputs = tf.while_loop(lambda c, _: c < num_chunks, body, (tf.constant(0), buffers))
+    return outputs, steps
 
-  def _train_chunk(self, x_t, features, steps, schedule, seeds_, lr):
-    """Lock-step local training of the given clients from x_t; returns their u_i stacked."""
+  def _stack(self, weights, num_clients):
+    return tuple(tf.repeat(tf.convert_to_tensor(w)[None], num_clients, axis=0) for w in weights)
+
+  def _full_pass(self, point, full_pass, features, starts, sizes):
+    """Each client's `FullPass` at the shared weights `point`: (F_i [K], grad F_i stacked or
+    ()), chunk by chunk of `local_loop.FULL_PASS_CHUNK` rows per client in inference mode, as
+    `local_loop.full_loss_and_gradient` computes F_k alone: the sum over chunks of chunk size x
+    the chunk's loss, over min(n_i, max_examples) examples."""
+    num_clients = tf.shape(sizes)[0]
+    n = sizes if full_pass.max_examples is None else tf.minimum(sizes, full_pass.max_examples)
+    chunk = local_loop.FULL_PASS_CHUNK
+    no_seeds = tf.zeros([num_clients, 2], tf.int64)
+
+    def body(c, loss_sum, grad_sum):
+      params = self._stack(point, num_clients)
+      position = c * chunk + tf.range(chunk)
+      valid = position[None, :] < n[:, None]  # [K, chunk]
+      count = tf.reduce_sum(tf.cast(valid, tf.int32), axis=1)
+      rows = tf.where(valid, starts[:, None] + position[None, :], 0)
+      batch = collections.OrderedDict((k, tf.gather(v, rows)) for k, v in features.items())
+      with tf.GradientTape() as tape:
+        tape.watch(params)
+        predictions = self._functional.apply(params, batch['x'], False, no_seeds)
+        losses = self._client_losses(batch['y'], predictions, valid, count)
+        weighted = losses * tf.cast(count, losses.dtype)
+        total = tf.reduce_sum(weighted)
+      if full_pass.gradient:
+        grads = tape.gradient(total, params)
+        grad_sum = tuple(s + g for s, g in zip(grad_sum, grads))
+      return c + 1, loss_sum + weighted, grad_sum
+
+    zeros = self._stack(tuple(tf.zeros_like(p) for p in point), num_clients)
+    zeros = zeros if full_pass.gradient else ()
+    num_chunks = (tf.reduce_max(n) + chunk - 1) // chunk
+    _, loss_sum, grad_sum = tf.while_loop(
+      lambda c, *_: c < num_chunks,
+      body,
+      (tf.constant(0), tf.zeros([num_clients]), zeros),
+    )
+    count = tf.cast(n, tf.float32)
+    per_client = lambda t: tf.reshape(count, [-1] + [1] * (t.shape.rank - 1))
+    return tf.math.divide_no_nan(loss_sum, count), tuple(
+      tf.math.divide_no_nan(g, per_client(g)) for g in grad_sum
+    )
+
+  def _train_chunk(
+    self, x_t, broadcast, client_states, features, starts, sizes, steps, schedule, seeds_, lr
+  ):
+    """The given clients' full passes, then their lock-step local training from x_t; returns
+    (their u_i stacked, {pass name: (F_i, grad F_i or ())})."""
     alg = self.algorithm
     num_clients = tf.shape(steps)[0]
-    stack = lambda t: tf.repeat(t[None], num_clients, axis=0)
-    params = tuple(stack(w) for w in x_t.trainable)
+    passes = collections.OrderedDict()
+    for name, full_pass in alg.full_passes().items():
+      point = tuple(broadcast) if full_pass.at_broadcast else x_t.trainable
+      passes[name] = self._full_pass(point, full_pass, features, starts, sizes)
+    x_shared = tuple(x_t.trainable)
+    params = self._stack(x_shared, num_clients)
     optimizer = alg.client_optimizer
     opt_state = optimizer.initialize(self._specs)
     opt_state[local_loop.LEARNING_RATE_KEY] = lr
@@ -233,9 +348,10 @@ class VectorisedEngine(inprocess.InProcessEngine):
     # still training has taken the same number of steps, and a client whose steps are done is
     # never active again (its weights are frozen; its accumulators no longer matter).
     opt_state = tf.nest.map_structure(
-      lambda t: stack(t) if t.shape.rank else t,
+      lambda t: self._stack([t], num_clients)[0] if t.shape.rank else t,
       tf.nest.map_structure(tf.convert_to_tensor, opt_state),
     )
+    transforms = alg.transforms_gradient()
 
     def body(s, params, opt_state):
       active = s < steps
@@ -248,7 +364,9 @@ class VectorisedEngine(inprocess.InProcessEngine):
         predictions = self._functional.apply(params, batch['x'], True, step_seeds)
         losses = self._client_losses(batch['y'], predictions, valid, count)
         total = tf.reduce_sum(losses)
-      grads = tape.gradient(total, params)
+      grads = tuple(tape.gradient(total, params))
+      if transforms:  # elementwise: x_t and the broadcast broadcast over the stacked clients
+        grads = tuple(alg.transform_gradient(grads, params, x_shared, broadcast, client_states))
       opt_state, new_params = optimizer.next(opt_state, params, grads)
       frozen = lambda: tuple(  # clients whose steps are done keep their weights
         tf.where(tf.reshape(active, [-1] + [1] * (old.shape.rank - 1)), new, old)
@@ -261,7 +379,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     _, params, _ = tf.while_loop(
       lambda s, *_: s < tf.reduce_max(steps), body, (tf.constant(0), params, opt_state)
     )
-    return tuple(w[None] - p for w, p in zip(x_t.trainable, params))
+    return tuple(w[None] - p for w, p in zip(x_shared, params)), passes
 
   def _schedule(self, splits, seeds_):
     """K_i and every client's minibatches: (steps [K], (row of the concatenated examples [K, S,
