@@ -322,3 +322,20 @@ def test_table5_driver_end_to_end(tmp_path):
       r'- Command: `\.venv/bin/python -m run.reproduce_ju_synthetic (.*)`', f.read()
     )
   assert ['--publish', *quoted.group(1).split()] == flags
+  # --engine=vectorised: every cell's trainer gets it with --clients_per_chunk, in a runs
+  # directory of its own (a run directory records its engine).
+  dry = run([*command, '--engine=vectorised', '--clients_per_chunk=7', '--dry_run'])
+  assert dry.returncode == 0, dry.stderr
+  trainers = [l for l in dry.stdout.splitlines() if 'run.federated_trainer' in l]
+  assert trainers and all(
+    '--engine=vectorised' in l
+    and '--clients_per_chunk=7' in l
+    and f'--root_output_dir={tmp_path}/runs/ju_synthetic_vectorised ' in l
+    for l in trainers
+  ), trainers
+  assert dry.stdout.splitlines()[-1].endswith('runs/ju_synthetic_vectorised/report')
+  bad = run([*command, '--engine=vectorised', '--clients_per_chunk=0'])
+  assert bad.returncode == 2
+  assert bad.stderr.strip().splitlines()[-1] == (
+    'reproduce_synthetic: error: --clients_per_chunk must be >= 1, got 0'
+  )

@@ -55,14 +55,33 @@ flags.DEFINE_list('fedprox_mus', ['0.001', '0.005', '0.01', '0.1', '1'], 'FedPro
 flags.DEFINE_list('pareto_alphas', ['2', '4', '8'], 'AdaFedAdam alphas of the Pareto sweep.')
 flags.DEFINE_list('pareto_qs', ['2', '4'], 'q-FedAvg qs of the Pareto sweep.')
 flags.DEFINE_integer('parallel', 2, 'Trainers at once (each on one TF thread).')
+flags.DEFINE_enum(
+  'engine',
+  'inprocess',
+  ['inprocess', 'vectorised'],
+  "The trainer's --engine: inprocess (each round's clients one after another; the committed "
+  'results) or vectorised (side by side; the same rounds to float rounding, faster: README).',
+)
+flags.DEFINE_integer(
+  'clients_per_chunk',
+  10,
+  "With --engine=vectorised: the trainer's --clients_per_chunk (clients trained at a time, "
+  'grouped by their number of local steps; 10 was fastest for these power-law sizes).',
+)
 flags.DEFINE_integer('clients_per_round', 100, 'Clients per round (100: all of them).')
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 100, 'Checkpoint every this many rounds.')
-flags.DEFINE_string('runs_dir', 'runs/ju_synthetic', 'Where the cells run.')
+flags.DEFINE_string(
+  'runs_dir',
+  'runs/ju_synthetic',
+  'Where the cells run (with --engine=vectorised the default is runs/ju_synthetic_vectorised: '
+  'a run directory records its engine, so the two engines keep their cells apart).',
+)
 flags.DEFINE_string(
   'out',
   'runs/ju_synthetic/report',
-  'Where the tables and figures go (not a committed results folder: see --publish).',
+  'Where the tables and figures go (default: report/ under the runs directory; not a committed '
+  'results folder: see --publish).',
 )
 flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
 flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
@@ -79,7 +98,9 @@ SETTINGS = (
   'pareto_qs',
   'clients_per_round',
   'rounds_per_eval',
+  'engine',
 )
+VECTORISED_RUNS_DIR = 'runs/ju_synthetic_vectorised'
 LAST_EVALS = 5
 # fedprox_mu.csv's column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
 AVG_LAST = targets.window_column('avg', LAST_EVALS, 'evals')
@@ -190,7 +211,7 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
     '--task=synthetic',
     '--synthetic_alpha=1',
     '--synthetic_beta=1',
-    '--engine=inprocess',
+    f'--engine={FLAGS.engine}',
     '--client_optimizer=sgd',
     '--client_learning_rate=0.01',
     '--client_batch_size=10',
@@ -204,6 +225,8 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
     f'--experiment_name={cell.name}',
     *ARGS[cell.algorithm],
   ]
+  if FLAGS.engine == 'vectorised':
+    args.append(f'--clients_per_chunk={FLAGS.clients_per_chunk}')
   if cell.algorithm == 'FedProx':
     args.append(f'--fedprox_mu={cell.param:g}')
   elif cell.algorithm == 'q-FedAvg':
@@ -434,9 +457,15 @@ def _main(argv: list[str]) -> int:
   cell_runner.check_driver_flags(FLAGS, argv)
   if not 1 <= FLAGS.clients_per_round <= 100:
     raise UsageError(f'--clients_per_round must be in [1, 100], got {FLAGS.clients_per_round}')
-  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  if FLAGS.clients_per_chunk < 1:
+    raise UsageError(f'--clients_per_chunk must be >= 1, got {FLAGS.clients_per_chunk}')
+  runs_dir = FLAGS.runs_dir
+  if FLAGS.engine == 'vectorised' and not FLAGS['runs_dir'].present:
+    runs_dir = VECTORISED_RUNS_DIR
+  default_out = None if FLAGS['out'].present else os.path.join(runs_dir, 'report')
+  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), runs_dir))
   out = publish.output_from_flags(
-    'reproductions.ju2023_adafedadam.reproduce_synthetic', FLAGS, SETTINGS
+    'reproductions.ju2023_adafedadam.reproduce_synthetic', FLAGS, SETTINGS, out=default_out
   )
   first = main_cells(None) + tuning_cells() + pareto_cells()
   if FLAGS.dry_run:
