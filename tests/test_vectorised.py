@@ -27,8 +27,10 @@ from tests.metrics_close import assert_rows_close
 from tff_adaptive import aggregators
 from tff_adaptive import algorithms
 from tff_adaptive import engines
+from tff_adaptive import optimizers
 from tff_adaptive import tasks
 from tff_adaptive.core import seeds
+from tff_adaptive.engines import config as engine_config
 from tff_adaptive.engines import functional_model
 from tff_adaptive.engines import vectorised
 from tff_adaptive.loop import evaluation
@@ -155,9 +157,9 @@ def _train(task, engine, output_dir, rounds, clients_per_round):
   return rows, client_eval
 
 
-def _client(name, lr, **kwargs):
+def _client(name, lr, optimizer=None, **kwargs):
   return algorithms.ClientTrainingConfig(
-    client_optimizers.ClientOptimizerConfig(name, lr), **kwargs
+    client_optimizers.ClientOptimizerConfig(name, lr, **(optimizer or {})), **kwargs
   )
 
 
@@ -255,6 +257,51 @@ CASES = {
     dict(name='scaffold'),
     4,
   ),
+  # The client optimizers with their own step sizes, per client: SPS (its Polyak step from the
+  # client's minibatch loss), Delta-SGD (from the client's own iterate and gradient
+  # differences; the authors' options evaluate a second gradient per step, on the fmnist CNN
+  # with the step's dropout masks); their step_size statistics feed AdaFedAdam's eta_k and
+  # SCAFFOLD's K eta.
+  'synthetic-adam-sps-epochs1to3': (
+    'synthetic',
+    'adam',
+    _client('sps', 0.01, batch_size=10, epochs=1, max_epochs=3),
+    5,
+    10,
+  ),
+  'synthetic-scaffold-sps-chunks4': (
+    'synthetic',
+    'sgd',
+    _client('sps', 0.01, batch_size=10),
+    5,
+    20,
+    dict(name='scaffold'),
+    4,
+  ),
+  'synthetic-adafedadam-delta_sgd-epochs1to3': (
+    'synthetic',
+    'adaadam',
+    _client('delta_sgd', 0.01, batch_size=10, epochs=1, max_epochs=3),
+    5,
+    10,
+    dict(name='adafedadam'),
+  ),
+  'fmnist-adam-delta_sgd-authors': (
+    'fmnist',
+    'adam',
+    _client(
+      'delta_sgd',
+      0.01,
+      dict(
+        delta_sgd=optimizers.DeltaSGDHParams(
+          gradient='same_batch', first_step='grown', zero_rule='grow', eps=1e-8
+        )
+      ),
+      batch_size=64,
+    ),
+    2,
+    5,
+  ),
   'fmnist-adafedadam-sgd': (
     'fmnist',
     'adaadam',
@@ -333,13 +380,16 @@ def _metrics(path):
 
 
 def test_the_trainer_runs_it_and_an_extended_run_continues_exactly(tmp_path):
-  whole = _run(tmp_path, '--total_rounds=4', '--clients_per_chunk=4', name='whole')
+  """SCAFFOLD with Delta-SGD clients in chunks: the clients' stored c_i and the stacked
+  per-client step sizes; an extended run is the uninterrupted one, nothing on stderr."""
+  args = ['--clients_per_chunk=4', '--algorithm=scaffold', '--client_optimizer=delta_sgd']
+  whole = _run(tmp_path, '--total_rounds=4', *args, name='whole')
   assert whole.returncode == 0, whole.stderr
   assert trainer_processes.stderr_lines(whole.stderr) == []
-  assert 'on engine vectorised' in whole.stdout
-  first = _run(tmp_path, '--total_rounds=2', '--clients_per_chunk=4', name='extended')
+  assert 'scaffold (adam server) on engine vectorised' in whole.stdout
+  first = _run(tmp_path, '--total_rounds=2', *args, name='extended')
   assert first.returncode == 0, first.stderr
-  second = _run(tmp_path, '--total_rounds=4', '--clients_per_chunk=4', name='extended')
+  second = _run(tmp_path, '--total_rounds=4', *args, name='extended')
   assert second.returncode == 0, second.stderr
   assert _metrics(tmp_path / 'extended') == _metrics(tmp_path / 'whole')
   assert len(_metrics(tmp_path / 'whole')) == 4
@@ -353,7 +403,6 @@ def test_the_trainer_runs_it_and_an_extended_run_continues_exactly(tmp_path):
       "algorithm 'fedpa' is not batched yet (supported: fedopt, fedprox, fednova, qfedavg, "
       'adafedadam, scaffold)',
     ),
-    (['--client_optimizer=sps'], "client optimizer 'sps' is not batched yet"),
     (['--task=shakespeare', '--clients_per_round=2'], 'has no vectorised form'),
     (['--clients_per_chunk=0'], '--clients_per_chunk must be >= 1, got 0'),
   ],
@@ -390,6 +439,12 @@ def test_engine_options_reach_it():
   with pytest.raises(ValueError, match='chunk_size must be a positive integer'):
     vectorised.VectorisedEngine(algorithm, chunk_size=0)
   assert sorted(engines.ENGINES) == ['inprocess', 'tff', 'vectorised']
+  # Every registered client optimizer has a stacked form; a new one is refused until it has.
+  assert set(engine_config.VECTORISED_CLIENT_OPTIMIZERS) == set(client_optimizers.CLIENT_OPTIMIZERS)
+  assert engine_config.vectorised_refusal('fedopt', 'lamb') == (
+    "client optimizer 'lamb' is not batched yet (supported: sgd, sgdm, adam, adagrad, sps, "
+    'delta_sgd); use --engine=inprocess'
+  )
   # A client update written as a whole (not the three parts) is refused whatever its name.
   own = copy.copy(algorithm)
   own.__class__ = type('OwnUpdate', (type(algorithm),), {'client_update': lambda self, *a: None})

@@ -31,10 +31,10 @@ class EngineOptions:
 
 # What engine "vectorised" runs (`engines.vectorised`): the algorithms whose client work is
 # `Algorithm.client_update`'s three parts (full passes, transformed gradients, client result;
-# FedPA writes its own client update), and the
-# client optimizers that are a plain `tff.learning.optimizers.Optimizer` step.
+# FedPA writes its own client update), and the client optimizers with a stacked form
+# (`engines.stacked_steps`).
 VECTORISED_ALGORITHMS = ('fedopt', 'fedprox', 'fednova', 'qfedavg', 'adafedadam', 'scaffold')
-VECTORISED_CLIENT_OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'adagrad')
+VECTORISED_CLIENT_OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'adagrad', 'sps', 'delta_sgd')
 
 
 def vectorised_refusal(algorithm: str, client_optimizer: str) -> str | None:

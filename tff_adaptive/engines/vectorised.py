@@ -28,8 +28,12 @@ What each client computes is what the sequential engines compute for it, in the 
 * its gradient transform (`Algorithm.transform_gradient`: FedProx's g + mu (x - x_t),
   SCAFFOLD's g - c_i + c with each client's own stored c_i), elementwise, on the stacked
   gradients;
-* its optimizer: the client optimizer's `next` once on the stacked weights, gradients and
-  accumulators (its hyperparameters and step count shared: see `_train_chunk`);
+* its optimizer's step, in the stacked form of `stacked_steps`: the optimizer's `next` once
+  on the stacked weights (sgd, sgdm, adam, adagrad: accumulators stacked, hyperparameters and
+  step count shared), mapped over the clients (delta_sgd: per-client step sizes; with
+  'same_batch' a second gradient at each client's previous iterate), or SPS's Polyak step
+  from each client's minibatch loss and gradient norm; its statistics (mean step size) per
+  client;
 * its output: `Algorithm.client_result` on its own slice (u_i, K_i, n_i, its passes), called
   per client in the round's fold (FedNova's normalised update, q-FedAvg's h_k, AdaFedAdam's
   U_k, C_k, I_k, SCAFFOLD's c_i+ and Delta c_i), so the per-client math is the algorithm's own,
@@ -43,12 +47,11 @@ Training metrics: the loss metric (each (client, step) minibatch's loss weighted
 every client at once (per-example metrics such as accuracy, identical to per-minibatch updates).
 
 Supported: algorithms FedOpt (every server optimizer; FedAvg, FedAvgM, FedAdagrad, FedAdam,
-FedYogi), FedProx, FedNova, q-FedAvg, AdaFedAdam and SCAFFOLD, with client optimizers sgd,
-sgdm, adam and adagrad (as each algorithm allows), example or uniform weighting, E and
-max_epochs, client learning-rate schedules, DP and compressed aggregation where the algorithm
-allows them; Sequential models of the layers `functional_model` knows. Not yet: FedPA (its own
-client update: posterior sampling over the local trajectory), client optimizers sps and
-delta_sgd. Anything else is refused in one line naming why
+FedYogi), FedProx, FedNova, q-FedAvg, AdaFedAdam and SCAFFOLD, with every client optimizer
+(sgd, sgdm, adam, adagrad, sps, delta_sgd, as each algorithm allows), example or uniform
+weighting, E and max_epochs, client learning-rate schedules, DP and compressed aggregation
+where the algorithm allows them; Sequential models of the layers `functional_model` knows. Not
+yet: FedPA (its own client update: posterior sampling over the local trajectory). Anything else is refused in one line naming why
 (`config.vectorised_refusal`, `functional_model.UnsupportedModelError`).
 """
 
@@ -63,6 +66,7 @@ from tff_adaptive.core import seeds
 from tff_adaptive.engines import config
 from tff_adaptive.engines import functional_model
 from tff_adaptive.engines import inprocess
+from tff_adaptive.engines import stacked_steps
 
 _MEAN_REDUCTIONS = ('auto', 'sum_over_batch_size')
 
@@ -151,6 +155,11 @@ class VectorisedEngine(inprocess.InProcessEngine):
     super().__init__(algorithm, device=device)
     keras_model, self._loss, self._metrics = _keras_parts(self._model)
     self._functional = functional_model.FunctionalModel.from_keras(keras_model)
+    self._stepper = stacked_steps.build(algorithm.client.optimizer, algorithm.client_rule)
+    with tf.Graph().as_default():  # the names of the client rule's statistics
+      params = tuple(tf.zeros([1, *s.shape], s.dtype) for s in self._specs)
+      state = self._stepper.init(params, self._specs, tf.constant(0.0), tf.constant(1))
+      self._rule_statistics = tuple(self._stepper.statistics(state))
 
   # -- The round. ----------------------------------------------------------------------------
 
@@ -173,7 +182,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
         tf.where(tf.reshape(present, [-1] + [1] * new.shape.rank), stored, new[None])
         for stored, new in zip(states, fresh)
       )
-    (updates, passes), steps = self._train_clients(
+    (updates, passes, rule_stats), steps = self._train_clients(
       x_t, broadcast, client_states, features, splits, seeds_, lr
     )
     num_examples = tf.cast(sizes, tf.float32)
@@ -183,7 +192,10 @@ class VectorisedEngine(inprocess.InProcessEngine):
         algorithm_base.LocalResult(
           update=tuple(u[i] for u in updates),
           num_steps=steps[i],
-          stats=collections.OrderedDict(local_steps=tf.cast(steps[i], tf.float32)),
+          stats=collections.OrderedDict(
+            [('local_steps', tf.cast(steps[i], tf.float32))]
+            + [(name, value[i]) for name, value in rule_stats.items()]
+          ),
           num_examples=num_examples[i],
           learning_rate=lr,
           passes=collections.OrderedDict(
@@ -209,7 +221,9 @@ class VectorisedEngine(inprocess.InProcessEngine):
         algorithm_base.LocalResult(
           update=weights,
           num_steps=tf.zeros([], tf.int32),
-          stats=collections.OrderedDict(local_steps=tf.zeros([])),
+          stats=collections.OrderedDict(
+            (name, tf.zeros([])) for name in ('local_steps', *self._rule_statistics)
+          ),
           num_examples=tf.zeros([]),
           learning_rate=tf.zeros([]),
           passes=collections.OrderedDict(
@@ -247,12 +261,14 @@ class VectorisedEngine(inprocess.InProcessEngine):
       return outputs, steps
     order = tf.argsort(steps, direction='DESCENDING', stable=True)
     chunk = self.chunk_size
+    scalar = tf.TensorSpec([], tf.float32)
     per_client = (
       self._specs,
       collections.OrderedDict(
-        (name, (tf.TensorSpec([], tf.float32), self._specs if p.gradient else ()))
+        (name, (scalar, self._specs if p.gradient else ()))
         for name, p in self.algorithm.full_passes().items()
       ),
+      collections.OrderedDict((name, scalar) for name in self._rule_statistics),
     )
     buffers = tf.nest.map_structure(
       lambda s: tf.zeros(tf.concat([[num_clients], s.shape], 0), s.dtype), per_client
@@ -340,25 +356,11 @@ class VectorisedEngine(inprocess.InProcessEngine):
       passes[name] = self._full_pass(point, full_pass, features, starts, sizes)
     x_shared = tuple(x_t.trainable)
     params = self._stack(x_shared, num_clients)
-    optimizer = alg.client_optimizer
-    opt_state = optimizer.initialize(self._specs)
-    opt_state[local_loop.LEARNING_RATE_KEY] = lr
-    # The optimizer runs once on the stacked weights: its accumulators are stacked like them,
-    # its hyperparameters and step count are shared. Sharing the count is exact: every client
-    # still training has taken the same number of steps, and a client whose steps are done is
-    # never active again (its weights are frozen; its accumulators no longer matter).
-    opt_state = tf.nest.map_structure(
-      lambda t: self._stack([t], num_clients)[0] if t.shape.rank else t,
-      tf.nest.map_structure(tf.convert_to_tensor, opt_state),
-    )
+    stepper = self._stepper
+    opt_state = stepper.init(params, self._specs, lr, num_clients)
     transforms = alg.transforms_gradient()
 
-    def body(s, params, opt_state):
-      active = s < steps
-      idx, valid = schedule[0][:, s], schedule[1][:, s]
-      count = tf.reduce_sum(tf.cast(valid, tf.int32), axis=1)
-      batch = collections.OrderedDict((k, tf.gather(v, idx)) for k, v in features.items())
-      step_seeds = seeds.local_step_seed(seeds_, s)
+    def gradients(params, batch, valid, count, step_seeds):
       with tf.GradientTape() as tape:
         tape.watch(params)
         predictions = self._functional.apply(params, batch['x'], True, step_seeds)
@@ -367,19 +369,27 @@ class VectorisedEngine(inprocess.InProcessEngine):
       grads = tuple(tape.gradient(total, params))
       if transforms:  # elementwise: x_t and the broadcast broadcast over the stacked clients
         grads = tuple(alg.transform_gradient(grads, params, x_shared, broadcast, client_states))
-      opt_state, new_params = optimizer.next(opt_state, params, grads)
-      frozen = lambda: tuple(  # clients whose steps are done keep their weights
-        tf.where(tf.reshape(active, [-1] + [1] * (old.shape.rank - 1)), new, old)
-        for new, old in zip(new_params, params)
-      )
-      params = tf.cond(tf.reduce_all(active), lambda: tuple(new_params), frozen)
-      self._update_metrics(batch['y'], predictions, losses, valid, count, active)
-      return s + 1, params, opt_state
+      return predictions, losses, grads
 
-    _, params, _ = tf.while_loop(
+    def body(s, params, opt_state):
+      active = s < steps
+      idx, valid = schedule[0][:, s], schedule[1][:, s]
+      count = tf.reduce_sum(tf.cast(valid, tf.int32), axis=1)
+      batch = collections.OrderedDict((k, tf.gather(v, idx)) for k, v in features.items())
+      step_seeds = seeds.local_step_seed(seeds_, s)
+      predictions, losses, grads = gradients(params, batch, valid, count, step_seeds)
+      previous = None
+      if stepper.needs_previous_gradient:  # at x_{k-1}, same minibatch and dropout masks
+        previous = gradients(stepper.previous_point(opt_state), batch, valid, count, step_seeds)[2]
+      opt_state, params = stepper.step(opt_state, params, grads, losses, previous, active)
+      self._update_metrics(batch['y'], predictions, losses, valid, count, active)
+      return s + 1, tuple(params), opt_state
+
+    _, params, opt_state = tf.while_loop(
       lambda s, *_: s < tf.reduce_max(steps), body, (tf.constant(0), params, opt_state)
     )
-    return tuple(w[None] - p for w, p in zip(x_shared, params)), passes
+    updates = tuple(w[None] - p for w, p in zip(x_shared, params))
+    return updates, passes, collections.OrderedDict(stepper.statistics(opt_state))
 
   def _schedule(self, splits, seeds_):
     """K_i and every client's minibatches: (steps [K], (row of the concatenated examples [K, S,

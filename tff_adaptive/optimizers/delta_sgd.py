@@ -150,6 +150,16 @@ class _DeltaSGD(tff.learning.optimizers.Optimizer):
     grads_flat = [tf.convert_to_tensor(g) for g in tf.nest.flatten(gradients)]
     dx_norm = tf.linalg.global_norm(tree.sub(weights_flat, tf.nest.flatten(state[X_PREV])))
     dg_norm = tf.linalg.global_norm(tree.sub(grads_flat, tf.nest.flatten(previous_gradients)))
+    return self.step_from_norms(state, weights, weights_flat, grads_flat, dx_norm, dg_norm)
+
+  def step_from_norms(
+    self, state, weights, weights_flat, grads_flat, dx_norm, dg_norm, scale=lambda eta, x: eta
+  ):
+    """`step` given ||x_k - x_{k-1}|| and ||g_k - g_{k-1}||, elementwise in them.
+
+    Engine "vectorised" passes K clients' stacked weights, state and [K] norms, and `scale`
+    shaping each client's eta to its tensors (`engines.stacked_steps`).
+    """
     eta, theta, picked, curvature, growth = next_step_size(
       state[ETA], state[THETA], dx_norm, dg_norm, self.hparams
     )
@@ -158,7 +168,9 @@ class _DeltaSGD(tff.learning.optimizers.Optimizer):
     eta = tf.where(first, tf.constant(eta_1, tf.float32), eta)
     theta = tf.where(first, tf.constant(theta_1, tf.float32), theta)
     picked = tf.logical_and(tf.logical_not(first), picked)
-    new_weights = [x - tf.cast(eta, x.dtype) * g for x, g in zip(weights_flat, grads_flat)]
+    new_weights = [
+      x - tf.cast(scale(eta, x), x.dtype) * g for x, g in zip(weights_flat, grads_flat)
+    ]
     new_state = collections.OrderedDict(state)
     new_state.update(
       [
