@@ -1,11 +1,13 @@
 """Seconds per round of the in-process engine and the vectorised engine on a task's own clients.
 
   python -m benchmarks.vectorised_clients [--task=synthetic] [--clients_per_round=100]
-      [--rounds=10] [--chunks=0,5,10,25]
+      [--rounds=10] [--chunks=0,5,10,25] [--algorithm=fedopt] [--client_optimizer=sgd]
 
 Infrastructure script (no paper of its own). Default: Ju et al.'s synthetic setting (LEAF
 Synthetic(1, 1): clients of power-law sizes), 100 clients per round, batch 10, one epoch of SGD
-at 0.01, FedAvg server: the setting of `reproductions.ju2023_adafedadam`'s Table 5. The same
+at 0.01, FedAvg server: the setting of `reproductions.ju2023_adafedadam`'s Table 5
+(`--algorithm` and `--client_optimizer` choose another of its algorithms or client optimizers,
+with their default hyperparameters; AdaFedAdam with its AdaAdam server). The same
 seeded clients go to engine "inprocess" (clients one after another in one compiled round) and
 engine "vectorised" (clients side by side; `--chunks`: all at once (0) or C at a time, grouped
 by their local steps). After one warm-up round each, rounds are timed interleaved (one of each
@@ -31,7 +33,9 @@ from tff_adaptive import engines
 from tff_adaptive import optimizers
 from tff_adaptive import tasks
 from tff_adaptive.core import seeds
+from tff_adaptive.engines import config as engine_config
 from tff_adaptive.loop import sampling
+from tff_adaptive.optimizers import schedules
 
 _TASK = flags.DEFINE_string('task', 'synthetic', 'Task (synthetic, fmnist, ...).')
 _CLIENTS = flags.DEFINE_integer('clients_per_round', 100, 'Clients per round.')
@@ -39,15 +43,33 @@ _BATCH = flags.DEFINE_integer('batch_size', 10, 'Client batch size.')
 _LR = flags.DEFINE_float('client_lr', 0.01, 'Client SGD learning rate.')
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds per engine.')
 _CHUNKS = flags.DEFINE_list('chunks', ['0', '5', '10', '25'], 'Vectorised chunk sizes; 0 = all.')
+_ALGORITHM = flags.DEFINE_enum(
+  'algorithm', 'fedopt', engine_config.VECTORISED_ALGORITHMS, 'Algorithm (server SGD at 1).'
+)
+_CLIENT_OPTIMIZER = flags.DEFINE_enum(
+  'client_optimizer', 'sgd', engine_config.VECTORISED_CLIENT_OPTIMIZERS, 'Client optimizer.'
+)
 
 
 def _algorithm(task):
-  return algorithms.build_fedopt(
-    lambda: task.model_fn(1),
-    algorithms.ClientTrainingConfig(
-      optimizers.ClientOptimizerConfig('sgd', _LR.value), batch_size=_BATCH.value
+  server = (
+    optimizers.build_adaadam()
+    if _ALGORITHM.value == 'adafedadam'
+    else tff.learning.optimizers.build_sgdm(1.0)
+  )
+  return algorithms.build_algorithm(
+    _ALGORITHM.value,
+    algorithms.AlgorithmInputs(
+      lambda: task.model_fn(1),
+      algorithms.ClientTrainingConfig(
+        optimizers.ClientOptimizerConfig(_CLIENT_OPTIMIZER.value, _LR.value),
+        batch_size=_BATCH.value,
+      ),
+      server,
+      1.0,
+      schedules.ScheduleConfig(),
+      num_clients=len(task.client_ids),
     ),
-    tff.learning.optimizers.build_sgdm(1.0),
   )
 
 
@@ -102,7 +124,8 @@ def main(argv):
       times[name].append(time.perf_counter() - started)
   base = float(np.median(times['inprocess']))
   print(
-    f'{_TASK.value}: {len(steps)} clients per round, batch {_BATCH.value}; round 1: sum K_i = '
+    f'{_TASK.value}, {_ALGORITHM.value} with {_CLIENT_OPTIMIZER.value} clients: '
+    f'{len(steps)} clients per round, batch {_BATCH.value}; round 1: sum K_i = '
     f'{sum(steps)} local steps, max K_i = {max(steps)}; first rounds agree to 1e-5; '
     f'{_ROUNDS.value} rounds each, interleaved; {os.cpu_count()} CPUs, load average '
     f'{os.getloadavg()[0]:.1f}'
