@@ -184,16 +184,23 @@ class InProcessEngine(base.Engine):
   def _client(
     self, client_update, i, x_t, features, splits, seeds_, states, present, lr, broadcast
   ):
-    alg = self.algorithm
+    del present  # in `states` already (`_entry_states`)
     start, end = splits[i], splits[i + 1]
     data = collections.OrderedDict((k, v[start:end]) for k, v in features.items())
-    client_state = ()
-    if alg.stateful_clients:
-      fresh = tuple(alg.initial_client_state(broadcast))
-      client_state = tuple(
-        tf.where(present[i], stored[i], new) for stored, new in zip(states, fresh)
-      )
+    client_state = tuple(s[i] for s in states)
     return client_update(x_t, data, seeds_[i], lr, broadcast, client_state)
+
+  def _entry_states(self, states, present, broadcast):
+    """Each client's state on entry, stacked: its stored one, or `initial_client_state` for a
+    client sampled for the first time; () for algorithms without client states."""
+    alg = self.algorithm
+    if not alg.stateful_clients:
+      return ()
+    fresh = tuple(alg.initial_client_state(broadcast))
+    return tuple(
+      tf.where(tf.reshape(present, [-1] + [1] * new.shape.rank), stored, new[None])
+      for stored, new in zip(states, fresh)
+    )
 
   def _round(self, state, features, splits, seeds_, states, present):
     alg = self.algorithm
@@ -202,6 +209,7 @@ class InProcessEngine(base.Engine):
     broadcast = alg.client_broadcast(state['extra'], state['client_round'])
     self._reset_metrics()
     num_clients = tf.shape(seeds_)[0]
+    states = self._entry_states(states, present, broadcast)
     args = (x_t, features, splits, seeds_, states, present, lr, broadcast)
     client_update = self._client_update_fn(args)
     spec = tf.nest.map_structure(_as_spec, client_update.structured_outputs)

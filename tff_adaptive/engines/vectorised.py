@@ -175,13 +175,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     self._reset_metrics()
     sizes = splits[1:] - splits[:-1]
     num_clients = tf.shape(sizes)[0]
-    client_states = ()
-    if alg.stateful_clients:  # a client sampled for the first time starts from the fresh state
-      fresh = tuple(alg.initial_client_state(broadcast))
-      client_states = tuple(
-        tf.where(tf.reshape(present, [-1] + [1] * new.shape.rank), stored, new[None])
-        for stored, new in zip(states, fresh)
-      )
+    client_states = self._entry_states(states, present, broadcast)
     (updates, passes, rule_stats), steps = self._train_clients(
       x_t, broadcast, client_states, features, splits, seeds_, lr
     )
