@@ -60,8 +60,9 @@ def leaf_synthetic(
   num_features: int = 60,
   num_classes: int = 10,
   seed: int = 0,
+  iid: bool = False,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-  """Generates Synthetic(alpha, beta): one (x, y) pair per client.
+  """Generates Synthetic(alpha, beta), or Synthetic IID: one (x, y) pair per client.
 
   Args:
       alpha: standard deviation of the per-client model mean u_k, finite and >= 0 (see the
@@ -73,6 +74,11 @@ def leaf_synthetic(
       num_classes: number of classes C, >= 2.
       seed: seed for ``np.random.default_rng``, >= 0. The output is a deterministic function of
           all arguments.
+      iid: Synthetic IID, the generator's ``iid=1`` branch (Li et al. 2020, Sec. 5.1): one model
+          W, b ~ N(0, 1) labels every client's data, and client k's features are
+          x ~ N(B_k 1, Sigma) (all clients alike for beta = 0, the published IID setting); alpha
+          is not used. Client sizes as in the non-IID sets. Even Synthetic(0, 0) draws a model
+          per client (W_k ~ N(0, 1)), so only this branch has one labelling function.
 
   Returns:
       K tuples (x, y): x float32 [n_k, d], y int32 [n_k] with values in [0, C); n_k >= 50.
@@ -96,10 +102,16 @@ def leaf_synthetic(
   v = big_b[:, None] + rng.standard_normal((num_clients, num_features))
   x_std = np.arange(1, num_features + 1, dtype=np.float64) ** (-1.2 / 2)  # sqrt(Sigma_jj)
 
+  if iid:
+    v = np.repeat(big_b[:, None], num_features, axis=1)
+    shared = (rng.standard_normal((num_features, num_classes)), rng.standard_normal(num_classes))
   clients = []
   for k in range(num_clients):
-    w = u[k] + rng.standard_normal((num_features, num_classes))
-    b = u[k] + rng.standard_normal(num_classes)
+    if iid:
+      w, b = shared
+    else:
+      w = u[k] + rng.standard_normal((num_features, num_classes))
+      b = u[k] + rng.standard_normal(num_classes)
     x = v[k] + x_std * rng.standard_normal((int(sizes[k]), num_features))
     y = np.argmax(x @ w + b, axis=1)  # softmax is monotone: argmax of the logits
     clients.append((x.astype(np.float32), y.astype(np.int32)))

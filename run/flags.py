@@ -43,6 +43,12 @@ flags.DEFINE_string(
 flags.DEFINE_float('dirichlet_alpha', 0.1, 'Dirichlet label-skew concentration (fmnist).')
 flags.DEFINE_float('synthetic_alpha', 1.0, 'LEAF Synthetic alpha (synthetic).')
 flags.DEFINE_float('synthetic_beta', 1.0, 'LEAF Synthetic beta (synthetic).')
+flags.DEFINE_bool(
+  'synthetic_iid',
+  False,
+  'Synthetic IID (synthetic): one labelling model W, b for every client, features '
+  'N(B_k, Sigma) with B_k ~ N(0, --synthetic_beta); --synthetic_alpha is not used.',
+)
 flags.DEFINE_integer(
   'num_clients', None, "Population size of generated/partitioned tasks (default: task's)."
 )
@@ -353,6 +359,7 @@ SECTIONS = (
       'dirichlet_alpha',
       'synthetic_alpha',
       'synthetic_beta',
+      'synthetic_iid',
       'num_clients',
       'examples_per_client',
     ),
@@ -616,6 +623,7 @@ def task_record(config: task_config.TaskConfig) -> dict[str, Any]:
       if field != 'data_dir'
       # Recorded when set: the records of runs from before the option stand.
       and not (field == 'examples_per_client' and config.examples_per_client is None)
+      and not (field == 'synthetic_iid' and not config.synthetic_iid)
     },
   }
 
@@ -703,6 +711,7 @@ _TASK_FLAGS = (
   'dirichlet_alpha',
   'synthetic_alpha',
   'synthetic_beta',
+  'synthetic_iid',
   'num_clients',
   'examples_per_client',
 )

@@ -39,6 +39,7 @@ class TaskConfig:
     seed: seed of any partitioning or generation.
     dirichlet_alpha: label-skew concentration for Dirichlet-partitioned tasks.
     synthetic_alpha, synthetic_beta: LEAF Synthetic(alpha, beta).
+    synthetic_iid: Synthetic IID instead (one labelling model for every client).
     num_clients: population size for generated/partitioned tasks (None: task default).
     examples_per_client: examples per client for partitioned tasks (None: task default).
   """
@@ -49,5 +50,6 @@ class TaskConfig:
   dirichlet_alpha: float = 0.1
   synthetic_alpha: float = 1.0
   synthetic_beta: float = 1.0
+  synthetic_iid: bool = False
   num_clients: int | None = None
   examples_per_client: int | None = None

@@ -22,12 +22,14 @@ DEFAULTS = catalog.TASKS['synthetic'].defaults  # lr 0.01, batch 10, 1000 rounds
 
 
 def build_synthetic_task(config: base.TaskConfig) -> base.Task:
-  """Generates Synthetic(config.synthetic_alpha, config.synthetic_beta) with config.seed."""
+  """Generates Synthetic(config.synthetic_alpha, config.synthetic_beta), or Synthetic IID with
+  config.synthetic_iid, with config.seed."""
   clients = datasets.leaf_synthetic(
     config.synthetic_alpha,
     config.synthetic_beta,
     num_clients=config.num_clients or 100,
     seed=config.seed,
+    iid=config.synthetic_iid,
   )
   train, local_test = {}, {}
   for k, (x, y) in enumerate(clients):
@@ -48,7 +50,11 @@ def build_synthetic_task(config: base.TaskConfig) -> base.Task:
     metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
     defaults=DEFAULTS,
     description=(
-      f'LEAF Synthetic({config.synthetic_alpha}, {config.synthetic_beta}), '
-      f'{len(clients)} clients, softmax regression (Ju et al.)'
+      (
+        'LEAF Synthetic IID'
+        if config.synthetic_iid
+        else f'LEAF Synthetic({config.synthetic_alpha}, {config.synthetic_beta})'
+      )
+      + f', {len(clients)} clients, softmax regression (Ju et al.)'
     ),
   )

@@ -240,7 +240,8 @@ def check_or_write_hparams(
 def write_client_eval(
   output_dir: str, round_num: int, per_client: Mapping[str, Mapping[str, float]]
 ) -> None:
-  """client_eval/round_NNNNN.csv: one row per client, its evaluation metrics."""
+  """client_eval/round_NNNNN.csv: one row per client, its evaluation metrics (and, from the
+  training loop, `num_examples`: the size of its test set)."""
   directory = os.path.join(output_dir, 'client_eval')
   os.makedirs(directory, exist_ok=True)
   path = os.path.join(directory, f'round_{round_num:05d}.csv')

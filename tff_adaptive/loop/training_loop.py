@@ -438,6 +438,8 @@ def run_training(
           if client_test is not None:
             summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
             row.update(_flatten('eval_client', summary))
+            for cid, results in per_client.items():  # for example-weighted summaries
+              results['num_examples'] = len(client_test[cid]['y'])
             client_eval = os.path.join(output_dir, 'client_eval', f'round_{round_num:05d}.csv')
             with outputs.writing(client_eval):
               outputs.write_client_eval(output_dir, round_num, per_client)
