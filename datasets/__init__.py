@@ -10,6 +10,7 @@ from tff_adaptive.datasets.partitioners import dirichlet_label_partition
 from tff_adaptive.datasets.partitioners import label_histogram
 from tff_adaptive.datasets.partitioners import sample_class_counts
 from tff_adaptive.datasets.splits import split_train_test
+from tff_adaptive.datasets.synthetic import leaf_cluster_synthetic
 from tff_adaptive.datasets.synthetic import leaf_synthetic
 from tff_adaptive.datasets.synthetic import synthetic_client_sizes
 
@@ -20,6 +21,7 @@ __all__ = [
   'FashionMnist',
   'dirichlet_label_partition',
   'label_histogram',
+  'leaf_cluster_synthetic',
   'leaf_synthetic',
   'load_fashion_mnist',
   'read_idx',

@@ -29,7 +29,12 @@ import numbers
 
 import numpy as np
 
-__all__ = ['leaf_synthetic', 'synthetic_client_sizes']
+__all__ = ['leaf_cluster_synthetic', 'leaf_synthetic', 'synthetic_client_sizes']
+
+
+def _logsumexp(z: np.ndarray, axis: int) -> np.ndarray:
+  top = z.max(axis=axis, keepdims=True)
+  return top + np.log(np.exp(z - top).sum(axis=axis, keepdims=True))
 
 
 def _check_nonneg(name: str, value) -> float:
@@ -114,5 +119,71 @@ def leaf_synthetic(
       b = u[k] + rng.standard_normal(num_classes)
     x = v[k] + x_std * rng.standard_normal((int(sizes[k]), num_features))
     y = np.argmax(x @ w + b, axis=1)  # softmax is monotone: argmax of the logits
+    clients.append((x.astype(np.float32), y.astype(np.int32)))
+  return clients
+
+
+def leaf_cluster_synthetic(
+  num_clients: int = 100,
+  num_features: int = 60,
+  num_classes: int = 10,
+  seed: int = 0,
+  softmax_over: str = 'classes',
+) -> list[tuple[np.ndarray, np.ndarray]]:
+  """Generates LEAF's own Synthetic data set (Caldas et al. 2018, LEAF's `data/synthetic`, one
+  cluster as its `main.py`): one (x, y) pair per client.
+
+  Where Li et al.'s Synthetic(alpha, beta) draws a labelling model per client, LEAF's draws one
+  direction for all of them, scaled per client, with a little label noise:
+
+      Q ~ N(0, 1) of shape [d + 1, C]  (the +1 row is the bias);  mu ~ N(N(0, 1), 1)
+      per client k:  s_k ~ N(mu, 0.1^2),  W_k = s_k Q,
+                     B_k ~ N(0, 1),  v_k[j] ~ N(B_k, 1),  x ~ N(v_k, Sigma), Sigma_jj = j^(-1.2),
+                     y = argmax(softmax([1, x] W_k + e)),  e ~ N(0, 0.1^2) per example and class,
+      client sizes min(floor(lognormal(3, 2)) + 5, 1000).
+
+  A positive scale s_k does not change the argmax, so the clients label by one model (up to e);
+  they differ in their features and in size (many have 5-10 examples). Ju et al. cite Caldas et
+  al. for their Synthetic data set.
+
+  The paper and LEAF's code differ in the softmax: `softmax_over='classes'` is the model as
+  stated (a softmax over each example's classes: the argmax of the logits). LEAF's code applies
+  its softmax to the client's [n_k, C] logit matrix with Python's sum, which normalises each
+  class over the client's examples: `softmax_over='examples'`, y_i = argmax_c(z_ic - log sum_i'
+  exp(z_i'c)), a per-client offset per class that evens out each client's labels (and is what
+  LEAF's published files hold).
+
+  Args:
+      num_clients: number of clients K, >= 1.
+      num_features: feature dimension d, >= 1.
+      num_classes: number of classes C, >= 2.
+      seed: seed for ``np.random.default_rng``, >= 0.
+      softmax_over: 'classes' (the paper's model) or 'examples' (LEAF's code), see above.
+
+  Returns:
+      K tuples (x, y): x float32 [n_k, d], y int32 [n_k] with values in [0, C); 5 <= n_k <= 1000.
+  """
+  num_clients = _check_int('num_clients', num_clients, 1)
+  num_features = _check_int('num_features', num_features, 1)
+  num_classes = _check_int('num_classes', num_classes, 2)
+  seed = _check_int('seed', seed, 0)
+  if softmax_over not in ('classes', 'examples'):
+    raise ValueError(f'softmax_over={softmax_over!r} is invalid; expected classes or examples')
+  rng = np.random.default_rng(seed)
+  sizes = np.minimum(
+    rng.lognormal(mean=3.0, sigma=2.0, size=num_clients).astype(np.int64) + 5, 1000
+  )
+  q = rng.standard_normal((num_features + 1, num_classes))
+  mu = rng.standard_normal() + rng.standard_normal()  # N(loc, 1) with loc ~ N(0, 1)
+  x_std = np.arange(1, num_features + 1, dtype=np.float64) ** (-1.2 / 2)  # sqrt(Sigma_jj)
+  clients = []
+  for k in range(num_clients):
+    v = rng.standard_normal() + rng.standard_normal(num_features)  # B_k + N(0, 1) per feature
+    x = v + x_std * rng.standard_normal((int(sizes[k]), num_features))
+    w = (mu + 0.1 * rng.standard_normal()) * q
+    logits = x @ w[1:] + w[0] + 0.1 * rng.standard_normal((int(sizes[k]), num_classes))
+    if softmax_over == 'examples':  # LEAF's code: each class normalised over the examples
+      logits = logits - _logsumexp(logits, axis=0)
+    y = np.argmax(logits, axis=1)  # softmax over classes is monotone: argmax of the logits
     clients.append((x.astype(np.float32), y.astype(np.int32)))
   return clients

@@ -393,6 +393,28 @@ def command_line(bazel_target: str) -> str:
   return ' '.join([shlex.quote(python), *prog, *args])
 
 
+def code_version() -> str:
+  """The commit a report was written by, for its header: `git rev-parse --short HEAD` of the
+  checkout the driver runs from, with ' + uncommitted changes' when a tracked file differs from
+  it; 'unknown (not a git checkout)' otherwise (e.g. an installed wheel)."""
+  root = publish.repo_root()
+
+  def git(*args: str) -> str | None:
+    try:
+      done = subprocess.run(
+        ['git', '-C', root, *args], capture_output=True, text=True, timeout=30, check=False
+      )
+    except (OSError, subprocess.TimeoutExpired):
+      return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+  commit = git('rev-parse', '--short', 'HEAD')
+  if not commit:
+    return 'unknown (not a git checkout)'
+  changed = git('status', '--porcelain', '--untracked-files=no')
+  return commit + (' + uncommitted changes' if changed else '')
+
+
 def report_failures(program: str, failed: list, runner: Runner, runs_dir: str) -> None:
   """One stderr line per failed cell: its exit, its log and the trainer's last error line."""
   for cell in failed:

@@ -49,6 +49,15 @@ flags.DEFINE_bool(
   'Synthetic IID (synthetic): one labelling model W, b for every client, features '
   'N(B_k, Sigma) with B_k ~ N(0, --synthetic_beta); --synthetic_alpha is not used.',
 )
+flags.DEFINE_enum(
+  'synthetic_generator',
+  'fedprox',
+  ['fedprox', 'leaf', 'leaf_code'],
+  "Synthetic data's generator (synthetic): fedprox (Li et al.'s Synthetic(alpha, beta), or IID "
+  "with --synthetic_iid), leaf (LEAF's own: one labelling direction scaled per client; as its "
+  "paper states the model) or leaf_code (as LEAF's code labels: softmax over each class's "
+  'examples). The leaf generators read none of --synthetic_alpha/beta/iid.',
+)
 flags.DEFINE_integer(
   'num_clients', None, "Population size of generated/partitioned tasks (default: task's)."
 )
@@ -360,6 +369,7 @@ SECTIONS = (
       'synthetic_alpha',
       'synthetic_beta',
       'synthetic_iid',
+      'synthetic_generator',
       'num_clients',
       'examples_per_client',
     ),
@@ -624,6 +634,7 @@ def task_record(config: task_config.TaskConfig) -> dict[str, Any]:
       # Recorded when set: the records of runs from before the option stand.
       and not (field == 'examples_per_client' and config.examples_per_client is None)
       and not (field == 'synthetic_iid' and not config.synthetic_iid)
+      and not (field == 'synthetic_generator' and config.synthetic_generator == 'fedprox')
     },
   }
 
@@ -712,6 +723,7 @@ _TASK_FLAGS = (
   'synthetic_alpha',
   'synthetic_beta',
   'synthetic_iid',
+  'synthetic_generator',
   'num_clients',
   'examples_per_client',
 )

@@ -101,7 +101,7 @@ TASKS: registry.Registry[TaskEntry] = registry.Registry(
       TaskDefaults(
         clients_per_round=10, client_batch_size=10, total_rounds=1000, client_learning_rate=0.01
       ),
-      ('synthetic_alpha', 'synthetic_beta', 'synthetic_iid', 'num_clients'),
+      ('synthetic_alpha', 'synthetic_beta', 'synthetic_iid', 'synthetic_generator', 'num_clients'),
     ),
     # The seven tasks of Reddi et al. 2021 (App. C-D), their defaults `tasks.published`.
     'emnist_cr': TaskEntry(

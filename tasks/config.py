@@ -40,6 +40,8 @@ class TaskConfig:
     dirichlet_alpha: label-skew concentration for Dirichlet-partitioned tasks.
     synthetic_alpha, synthetic_beta: LEAF Synthetic(alpha, beta).
     synthetic_iid: Synthetic IID instead (one labelling model for every client).
+    synthetic_generator: 'fedprox' (Li et al.'s Synthetic(alpha, beta) or IID), 'leaf' (LEAF's
+      own generator as its paper states it) or 'leaf_code' (as LEAF's code runs it).
     num_clients: population size for generated/partitioned tasks (None: task default).
     examples_per_client: examples per client for partitioned tasks (None: task default).
   """
@@ -51,5 +53,6 @@ class TaskConfig:
   synthetic_alpha: float = 1.0
   synthetic_beta: float = 1.0
   synthetic_iid: bool = False
+  synthetic_generator: str = 'fedprox'
   num_clients: int | None = None
   examples_per_client: int | None = None

@@ -17,6 +17,8 @@ from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import models
 
 LOCAL_TEST_FRACTION = 0.2
+# --synthetic_generator's LEAF variants -> `leaf_cluster_synthetic`'s softmax_over.
+GENERATORS = {'leaf': 'classes', 'leaf_code': 'examples'}
 
 DEFAULTS = catalog.TASKS['synthetic'].defaults  # lr 0.01, batch 10, 1000 rounds
 
@@ -24,13 +26,31 @@ DEFAULTS = catalog.TASKS['synthetic'].defaults  # lr 0.01, batch 10, 1000 rounds
 def build_synthetic_task(config: base.TaskConfig) -> base.Task:
   """Generates Synthetic(config.synthetic_alpha, config.synthetic_beta), or Synthetic IID with
   config.synthetic_iid, with config.seed."""
-  clients = datasets.leaf_synthetic(
-    config.synthetic_alpha,
-    config.synthetic_beta,
-    num_clients=config.num_clients or 100,
-    seed=config.seed,
-    iid=config.synthetic_iid,
-  )
+  if config.synthetic_generator == 'fedprox':
+    clients = datasets.leaf_synthetic(
+      config.synthetic_alpha,
+      config.synthetic_beta,
+      num_clients=config.num_clients or 100,
+      seed=config.seed,
+      iid=config.synthetic_iid,
+    )
+    name = (
+      'LEAF Synthetic IID'
+      if config.synthetic_iid
+      else f'LEAF Synthetic({config.synthetic_alpha}, {config.synthetic_beta})'
+    )
+  elif config.synthetic_generator in GENERATORS:
+    clients = datasets.leaf_cluster_synthetic(
+      num_clients=config.num_clients or 100,
+      seed=config.seed,
+      softmax_over=GENERATORS[config.synthetic_generator],
+    )
+    name = f'LEAF cluster Synthetic ({config.synthetic_generator})'
+  else:
+    raise ValueError(
+      f'synthetic_generator={config.synthetic_generator!r} is invalid; expected one of '
+      f'fedprox, {", ".join(GENERATORS)}'
+    )
   train, local_test = {}, {}
   for k, (x, y) in enumerate(clients):
     tr, te = datasets.split_train_test(len(y), LOCAL_TEST_FRACTION, seed=config.seed + k)
@@ -49,12 +69,5 @@ def build_synthetic_task(config: base.TaskConfig) -> base.Task:
     loss_fn=lambda: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     metrics_fn=lambda: [tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
     defaults=DEFAULTS,
-    description=(
-      (
-        'LEAF Synthetic IID'
-        if config.synthetic_iid
-        else f'LEAF Synthetic({config.synthetic_alpha}, {config.synthetic_beta})'
-      )
-      + f', {len(clients)} clients, softmax regression (Ju et al.)'
-    ),
+    description=f'{name}, {len(clients)} clients, softmax regression (Ju et al.)',
   )

@@ -10,6 +10,7 @@ from tff_adaptive.datasets import DataFormatError
 from tff_adaptive.datasets import DataNotFoundError
 from tff_adaptive.datasets import dirichlet_label_partition
 from tff_adaptive.datasets import label_histogram
+from tff_adaptive.datasets import leaf_cluster_synthetic
 from tff_adaptive.datasets import leaf_synthetic
 from tff_adaptive.datasets import load_fashion_mnist
 from tff_adaptive.datasets import read_idx
@@ -319,6 +320,55 @@ def test_synthetic_iid_beta_shifts_every_feature_of_a_client_alike():
     assert spread[0] <= within <= spread[1], (iid, within)
     if iid:
       assert np.std(means.mean(axis=1)) > 0.3  # B_k differs between clients
+
+
+def _pooled_softmax_regression_accuracy(clients, steps=400, lr=0.5):
+  """Per-client accuracies of one softmax regression fitted (full-batch gradient descent) to
+  the union of the clients' data: how far one labelling model explains every client."""
+  x = np.concatenate([x for x, _ in clients]).astype(np.float64)
+  y = np.concatenate([y for _, y in clients])
+  w, b, onehot = np.zeros((x.shape[1], 10)), np.zeros(10), np.eye(10)[y]
+  for _ in range(steps):
+    z = x @ w + b
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    g = (p / p.sum(axis=1, keepdims=True) - onehot) / len(y)
+    w, b = w - lr * x.T @ g, b - lr * g.sum(axis=0)
+  return np.array([np.mean(np.argmax(x @ w + b, axis=1) == y) for x, y in clients])
+
+
+def test_leaf_cluster_synthetic_sizes_and_one_labelling_model():
+  """LEAF's generator: sizes min(lognormal(3, 2) + 5, 1000); as its paper states the model, one
+  direction labels every client, so one softmax regression fitted to the pooled data is right
+  on most of each client's data (seed 1: mean over clients 0.91), where under LEAF's code
+  (softmax over each class's examples: per-client class offsets) it is not (0.25)."""
+  clients = leaf_cluster_synthetic(seed=1)
+  sizes = np.array([len(y) for _, y in clients])
+  assert len(clients) == 100 and sizes.min() >= 5 and sizes.max() <= 1000
+  assert np.median(sizes) < 60 and (sizes == 1000).any()  # heavy-tailed, capped
+  for x, y in clients:
+    assert x.dtype == np.float32 and y.dtype == np.int32 and x.shape == (len(y), 60)
+  paper = _pooled_softmax_regression_accuracy(clients)
+  code = _pooled_softmax_regression_accuracy(
+    leaf_cluster_synthetic(seed=1, softmax_over='examples')
+  )
+  assert paper.mean() > 0.85 and code.mean() < 0.4, (paper.mean(), code.mean())
+  again = leaf_cluster_synthetic(seed=1)
+  assert all(np.array_equal(x1, x2) for (x1, _), (x2, _) in zip(clients, again))
+
+
+def test_leaf_code_softmax_over_examples_evens_out_each_clients_labels():
+  """LEAF's code normalises each class over the client's examples, so the label offsets even
+  out the labels within a client (seed 1: majority label 0.19 of a client on average, against
+  0.85 with the softmax over classes); the features are the same draw either way."""
+  classes = leaf_cluster_synthetic(seed=1)
+  examples = leaf_cluster_synthetic(seed=1, softmax_over='examples')
+  majority = lambda clients: np.mean(
+    [np.bincount(y, minlength=10).max() / len(y) for _, y in clients if len(y) >= 50]
+  )
+  assert majority(examples) < 0.3 < 0.7 < majority(classes)
+  assert all(np.array_equal(x1, x2) for (x1, _), (x2, _) in zip(classes, examples))
+  with pytest.raises(ValueError, match="softmax_over='rows'"):
+    leaf_cluster_synthetic(softmax_over='rows')
 
 
 @pytest.mark.parametrize(

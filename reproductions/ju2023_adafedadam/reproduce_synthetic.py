@@ -45,6 +45,7 @@ import pandas as pd
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions.ju2023_adafedadam import paper_setup
 from reproductions.ju2023_adafedadam import plot_fairness
 from reproductions.ju2023_adafedadam.published import PUBLISHED
 from tff_adaptive.loop import targets
@@ -105,22 +106,7 @@ LAST_EVALS = 5
 # fedprox_mu.csv's column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
 AVG_LAST = targets.window_column('avg', LAST_EVALS, 'evals')
 
-SGD1 = ('--server_optimizer=sgd', '--server_learning_rate=1')
-ARGS = {
-  'FedAvg': ('--algorithm=fedopt', *SGD1),
-  'FedAdam': (
-    '--algorithm=fedopt',
-    '--server_optimizer=adam',
-    '--server_learning_rate=0.001',
-    '--server_beta_1=0.9',
-    '--server_beta_2=0.999',
-    '--tau=1e-8',
-  ),
-  'q-FedAvg': ('--algorithm=qfedavg', *SGD1),
-  'FedNova': ('--algorithm=fednova', *SGD1),
-  'FedProx': ('--algorithm=fedprox', *SGD1),
-  'AdaFedAdam': ('--algorithm=adafedadam', '--server_optimizer=adaadam'),
-}
+ARGS = paper_setup.ARGS
 
 
 UsageError = cell_runner.UsageError
@@ -212,10 +198,7 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
     '--synthetic_alpha=1',
     '--synthetic_beta=1',
     f'--engine={FLAGS.engine}',
-    '--client_optimizer=sgd',
-    '--client_learning_rate=0.01',
-    '--client_batch_size=10',
-    '--client_epochs_per_round=1',
+    *paper_setup.CLIENT_ARGS,
     f'--clients_per_round={FLAGS.clients_per_round}',
     f'--total_rounds={FLAGS.rounds}',
     f'--rounds_per_eval={FLAGS.rounds_per_eval}',

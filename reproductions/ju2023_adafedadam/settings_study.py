@@ -1,0 +1,400 @@
+"""Ju et al. (AdaFedAdam) Table 5, Synthetic: which data set and which averaging give the published numbers.
+
+  .venv/bin/python -m reproductions.ju2023_adafedadam.settings_study --parallel=2
+  .venv/bin/python -m reproductions.ju2023_adafedadam.settings_study --publish --parallel=2
+      # rewrites the committed results/settings_study (`reproductions.publish`)
+
+The paper does not say which Synthetic data set it ran (it cites Caldas et al., LEAF), nor how
+its Avg, STD and Worst 30% are averaged, and its FedAvg, FedAdam and FedProx rows cannot be
+unweighted means over the same clients (`reproduce_synthetic.published_consistency`). This
+driver runs the candidates the paper leaves open -- the generator of Li et al. (FedProx) at
+Synthetic(0, 0), (0.5, 0.5), (1, 1) and its IID branch (`--synthetic_iid`: one labelling model
+for all clients; every other setting of it draws a model per client), and LEAF's own generator
+(`--synthetic_generator=leaf`: one labelling direction scaled per client, tiny clients; and
+`leaf_code`, its code's softmax over each class's examples) -- for --algorithms (default FedAvg
+and AdaFedAdam) over --seeds, with App. C.1's client training and servers (`paper_setup`), each
+client's data split 80/20 into local train/test, all 100 clients every round, --rounds rounds.
+
+From the last evaluation's client_eval file (each client's test accuracy a_k and test-set size
+n_k) it computes each statistic over clients and over examples (`fairness_statistics`) and, per
+data set and each of the 8 ways of combining them, the largest distance of ours from the
+published Avg, STD and Worst 30% over the algorithms; beside them, one softmax regression fitted
+centrally to each data set (`candidates.pooled_fit_statistics`). The report (--out; with --publish
+results/settings_study) gets settings_study.{md,csv} and settings_study.png.
+"""
+
+import csv
+import dataclasses
+import datetime
+import json
+import os
+import statistics
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+
+from reproductions import cell_runner
+from reproductions import publish
+from reproductions.ju2023_adafedadam import candidates
+from reproductions.ju2023_adafedadam import fairness_statistics
+from reproductions.ju2023_adafedadam import paper_setup
+from reproductions.ju2023_adafedadam.published import PUBLISHED
+
+DATA_SETS = candidates.DATA_SETS
+LABELS = candidates.LABELS
+STATISTICS = fairness_statistics.STATISTICS
+WAYS = fairness_statistics.WAYS
+CLOSE = 5.0  # "within a few points"
+
+flags.DEFINE_integer('rounds', 1000, 'Rounds per cell (the paper: 1000).')
+flags.DEFINE_list('seeds', ['1', '2', '3'], 'Seeds (each generates its own data set).')
+flags.DEFINE_list('data_sets', list(DATA_SETS), f'Data sets, of {", ".join(DATA_SETS)}.')
+flags.DEFINE_list(
+  'algorithms', ['FedAvg', 'AdaFedAdam'], f'Algorithms, of {", ".join(paper_setup.ARGS)}.'
+)
+flags.DEFINE_float('fedprox_mu', 1.0, "FedProx's mu, if FedProx is run (Table 5's tuned mu: 1).")
+flags.DEFINE_integer('parallel', 2, 'Trainers at once (each on one TF thread).')
+flags.DEFINE_enum(
+  'engine',
+  'vectorised',
+  ['inprocess', 'vectorised'],
+  "The trainer's --engine (both give the same rounds to float rounding: the README).",
+)
+flags.DEFINE_integer('clients_per_chunk', 10, "With --engine=vectorised: the trainer's.")
+flags.DEFINE_integer('rounds_per_eval', 50, 'Evaluate every this many rounds.')
+flags.DEFINE_integer('rounds_per_checkpoint', 100, 'Checkpoint every this many rounds.')
+flags.DEFINE_string('runs_dir', 'runs/ju_settings', 'Where the cells run.')
+flags.DEFINE_string(
+  'out',
+  'runs/ju_settings/report',
+  'Where the table and figure go (not a committed results folder: see --publish).',
+)
+flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
+flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
+flags.DEFINE_bool(
+  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
+)
+FLAGS = flags.FLAGS
+# The flags that change the numbers: --publish requires the committed values (results/publish.json).
+SETTINGS = ('rounds', 'seeds', 'data_sets', 'algorithms', 'fedprox_mu', 'engine', 'rounds_per_eval')
+
+UsageError = cell_runner.UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  name: str
+  data_set: str  # a key of DATA_SETS
+  algorithm: str  # a key of paper_setup.ARGS
+  seed: int
+
+
+def _choices(name: str, values: list[str], valid) -> list[str]:
+  if not values:
+    raise UsageError(f'--{name}: give at least one')
+  for value in values:
+    if value not in valid:
+      raise UsageError(f'--{name}: {value!r} is not one of {", ".join(valid)}')
+  return list(dict.fromkeys(values))
+
+
+def seeds() -> list[int]:
+  values = []
+  for text in FLAGS.seeds:
+    if not text.isdigit():
+      raise UsageError(f'--seeds: {text!r} is not a seed (an integer >= 0)')
+    values.append(int(text))
+  if not values:
+    raise UsageError('--seeds: give at least one seed')
+  return list(dict.fromkeys(values))
+
+
+def build_cells() -> list[Cell]:
+  data_sets = _choices('data_sets', FLAGS.data_sets, DATA_SETS)
+  algorithms = _choices('algorithms', FLAGS.algorithms, paper_setup.ARGS)
+  return [
+    Cell(f'{d}_{a.lower().replace("-", "")}_seed{s}', d, a, s)
+    for s in seeds()
+    for d in data_sets
+    for a in algorithms
+  ]
+
+
+def data_set_flags(data_set: str) -> list[str]:
+  return [
+    f'--{name}'
+    if value is True
+    else f'--{name}={value:g}'
+    if isinstance(value, float)
+    else f'--{name}={value}'
+    for name, value in DATA_SETS[data_set].items()
+  ]
+
+
+def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
+  args = [
+    '--task=synthetic',
+    *data_set_flags(cell.data_set),
+    f'--engine={FLAGS.engine}',
+    *paper_setup.CLIENT_ARGS,
+    '--clients_per_round=100',
+    f'--total_rounds={FLAGS.rounds}',
+    f'--rounds_per_eval={FLAGS.rounds_per_eval}',
+    f'--rounds_per_checkpoint={FLAGS.rounds_per_checkpoint}',
+    f'--seed={cell.seed}',
+    f'--root_output_dir={runs_dir}',
+    f'--experiment_name={cell.name}',
+    *paper_setup.ARGS[cell.algorithm],
+  ]
+  if FLAGS.engine == 'vectorised':
+    args.append(f'--clients_per_chunk={FLAGS.clients_per_chunk}')
+  if cell.algorithm == 'FedProx':
+    args.append(f'--fedprox_mu={FLAGS.fedprox_mu:g}')
+  elif cell.algorithm == 'q-FedAvg':
+    args.append('--qfedavg_q=1')
+  elif cell.algorithm == 'AdaFedAdam':
+    args.append('--fairness_alpha=1')
+  return [sys.executable, '-m', 'run.federated_trainer', *args]
+
+
+# -- Results. --------------------------------------------------------------------------------
+
+
+def last_client_eval(run_dir: str) -> tuple[int, dict[str, float]] | None:
+  """(round, statistics) of the run's last client_eval file; None if it has none."""
+  directory = os.path.join(run_dir, 'client_eval')
+  if not os.path.isdir(directory):
+    return None
+  files = sorted(f for f in os.listdir(directory) if f.startswith('round_') and f.endswith('.csv'))
+  if not files:
+    return None
+  with open(os.path.join(directory, files[-1]), newline='') as f:
+    rows = list(csv.DictReader(f))
+  if not rows or 'num_examples' not in rows[0]:
+    raise ValueError(f'{directory}/{files[-1]}: no num_examples column (written before it existed)')
+  stats = fairness_statistics.statistics_both_ways(
+    [float(r['accuracy']) for r in rows], [float(r['num_examples']) for r in rows]
+  )
+  return int(files[-1][len('round_') : -len('.csv')]), stats
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+  return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def summary(cells: list[Cell], runs_dir: str) -> list[dict]:
+  """One row per (data set, algorithm): each statistic both ways, mean and std over the seeds of
+  the cells that ran all rounds, beside the published number."""
+  finished: dict[tuple[str, str], list[dict[str, float]]] = {}
+  for cell in cells:
+    last = last_client_eval(os.path.join(runs_dir, cell.name))
+    if last is not None and last[0] >= FLAGS.rounds:
+      finished.setdefault((cell.data_set, cell.algorithm), []).append(last[1])
+  rows = []
+  for data_set, algorithm in dict.fromkeys((c.data_set, c.algorithm) for c in cells):
+    runs = finished.get((data_set, algorithm), [])
+    row = {'data_set': data_set, 'algorithm': algorithm, 'seeds': len(runs)}
+    for i, stat in enumerate(STATISTICS):
+      row[f'{stat}_published'] = PUBLISHED[algorithm][i]
+      for way in WAYS:
+        key = f'{stat}_{way}'
+        mean, std = _mean_std([r[key] for r in runs]) if runs else (None, None)
+        row[key] = '' if mean is None else round(mean, 2)
+        row[f'{key}_std'] = '' if std is None else round(std, 2)
+    rows.append(row)
+  return rows
+
+
+def _cached_pooled_fit(runs_dir: str, data_set: str, seed: int) -> dict[str, float]:
+  """`pooled_fit_statistics`, kept in the runs directory (a fit takes seconds; reports repeat)."""
+  path = os.path.join(runs_dir, f'pooled_fit_{data_set}_seed{seed}.json')
+  if os.path.exists(path):
+    with open(path) as f:
+      return json.load(f)
+  stats = candidates.pooled_fit_statistics(data_set, seed)
+  with publish.atomic_output(path) as f:
+    json.dump(stats, f)
+  return stats
+
+
+def pooled_fit_rows(cells: list[Cell], runs_dir: str) -> list[dict]:
+  """One row per data set: `pooled_fit_statistics` (mean and std over the seeds of which a cell
+  of that data set ran all rounds)."""
+  rows = []
+  for data_set in dict.fromkeys(c.data_set for c in cells):
+    ran = sorted(
+      {
+        c.seed
+        for c in cells
+        if c.data_set == data_set
+        and (last := last_client_eval(os.path.join(runs_dir, c.name))) is not None
+        and last[0] >= FLAGS.rounds
+      }
+    )
+    fits = [_cached_pooled_fit(runs_dir, data_set, seed) for seed in ran]
+    row = {'data_set': data_set, 'algorithm': 'pooled fit', 'seeds': len(fits)}
+    for stat in STATISTICS:
+      for way in WAYS:
+        key = f'{stat}_{way}'
+        mean, std = _mean_std([f[key] for f in fits]) if fits else (None, None)
+        row[key] = '' if mean is None else round(mean, 2)
+        row[f'{key}_std'] = '' if std is None else round(std, 2)
+    rows.append(row)
+  return rows
+
+
+# -- The report. -----------------------------------------------------------------------------
+
+
+def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
+  os.makedirs(out, exist_ok=True)
+  rows = summary(cells, runs_dir)
+  combos = fairness_statistics.combinations(rows)
+  fits = pooled_fit_rows(cells, runs_dir)
+  with publish.atomic_output(os.path.join(out, 'settings_study.csv'), newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    writer.writerows(fits)  # published columns empty
+  with publish.atomic_output(os.path.join(out, 'settings_combinations.csv'), newline='') as f:
+    writer = csv.DictWriter(
+      f,
+      fieldnames=[
+        'data_set',
+        'avg_over',
+        'std_over',
+        'worst30_over',
+        'largest_difference',
+        'algorithms',
+      ],
+    )
+    writer.writeheader()
+    writer.writerows(combos)
+  cell = lambda row, key: '—' if row[key] == '' else f'{row[key]:.2f} +- {row[f"{key}_std"]:.2f}'
+  lines = [
+    '# Ju et al. (AdaFedAdam) Table 5, Synthetic: which data set and averaging match the paper',
+    '',
+    f'- Command: `{cell_runner.command_line("//reproductions/ju2023_adafedadam:settings_study")}`',
+    f'- Rounds {FLAGS.rounds}; seeds {", ".join(str(s) for s in seeds())}; all 100 clients per '
+    f'round; engine {FLAGS.engine}; the last evaluation (round {FLAGS.rounds}) of each '
+    "client's local test accuracy; mean +- std over seeds.",
+    f'- Trainer command of a cell: `{cell_runner.shown_command(trainer_command(cells[-1], runs_dir))}`',
+    f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}; code version '
+    f'{cell_runner.code_version()}.',
+    '- "clients": the unweighted statistic over the 100 clients; "examples": weighted by each '
+    "client's test examples (Worst 30%: the lowest-accuracy clients holding 30% of the examples).",
+    '',
+    '| data set | algorithm | seeds | Avg paper | Avg clients | Avg examples | STD paper | '
+    'STD clients | STD examples | Worst 30% paper | Worst 30% clients | Worst 30% examples |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ]
+  for row in rows:
+    cols = [LABELS[row['data_set']], row['algorithm'], str(row['seeds'])]
+    for stat in STATISTICS:
+      cols.append(f'{row[f"{stat}_published"]:.2f}')
+      cols += [cell(row, f'{stat}_{way}') for way in WAYS]
+    lines.append('| ' + ' | '.join(cols) + ' |')
+  lines += [
+    '',
+    'Largest |ours - paper| over Avg, STD, Worst 30% and the algorithms, per data set, for the '
+    'way of averaging that comes closest (all 8 ways: settings_combinations.csv):',
+    '',
+    '| data set | Avg over | STD over | Worst 30% over | largest difference (points) | '
+    f'all within {CLOSE:g} points |',
+    '|---|---|---|---|---|---|',
+  ]
+  for data_set in dict.fromkeys(c['data_set'] for c in combos):
+    best = min(
+      (c for c in combos if c['data_set'] == data_set), key=lambda c: c['largest_difference']
+    )
+    lines.append(
+      f'| {LABELS[data_set]} | {best["avg_over"]} | {best["std_over"]} | '
+      f'{best["worst30_over"]} | {best["largest_difference"]:.2f} | '
+      f'{"yes" if best["largest_difference"] <= CLOSE else "no"} |'
+    )
+  lines += [
+    '',
+    "For reference, one softmax regression fitted centrally to the union of the clients' "
+    "training data (cross-entropy, L-BFGS; what a single model of the paper's kind reaches "
+    'on the data set when federated optimisation is not the question), on the same local test '
+    'sets (`pooled fit` rows of settings_study.csv):',
+    '',
+    '| data set | seeds | Avg clients | Avg examples | STD clients | STD examples | '
+    'Worst 30% clients | Worst 30% examples |',
+    '|---|---|---|---|---|---|---|---|',
+  ]
+  for row in fits:
+    cols = [LABELS[row['data_set']], str(row['seeds'])]
+    cols += [cell(row, f'{stat}_{way}') for stat in STATISTICS for way in WAYS]
+    lines.append('| ' + ' | '.join(cols) + ' |')
+  with publish.atomic_output(os.path.join(out, 'settings_study.md')) as f:
+    f.write('\n'.join(lines) + '\n')
+  print('\n'.join(lines[7:]), flush=True)
+  write_figure(rows, out)
+
+
+def write_figure(rows: list[dict], out: str) -> None:
+  """Per algorithm (rows) and statistic (columns): ours per data set, over clients and over
+  examples (bars, +- std over seeds), and the published number (dashed)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  algorithms = list(dict.fromkeys(r['algorithm'] for r in rows))
+  data_sets = list(dict.fromkeys(r['data_set'] for r in rows))
+  fig, axes = plt.subplots(len(algorithms), 3, figsize=(13, 3.2 * len(algorithms)), squeeze=False)
+  x = np.arange(len(data_sets))
+  titles = {'avg': 'Avg', 'std': 'STD', 'worst30': 'Worst 30%'}
+  for i, algorithm in enumerate(algorithms):
+    for j, stat in enumerate(STATISTICS):
+      ax = axes[i][j]
+      by_set = {r['data_set']: r for r in rows if r['algorithm'] == algorithm}
+      for k, way in enumerate(WAYS):
+        values = [by_set[d][f'{stat}_{way}'] for d in data_sets]
+        errors = [by_set[d][f'{stat}_{way}_std'] for d in data_sets]
+        ax.bar(
+          x + (k - 0.5) * 0.38,
+          [np.nan if v == '' else v for v in values],
+          0.38,
+          yerr=[0 if e == '' else e for e in errors],
+          label=f'ours, over {way}',
+          capsize=2,
+        )
+      published = PUBLISHED[algorithm][j]
+      ax.axhline(published, color='k', linestyle='--', linewidth=1, label=f'paper ({published})')
+      ax.set_xticks(x, [LABELS[d].replace('Synthetic', 'Syn.') for d in data_sets], fontsize=7)
+      ax.set_ylim(0, 100 if stat != 'std' else 50)
+      ax.set_title(f'{algorithm}: {titles[stat]} (%)', fontsize=9)
+      ax.grid(axis='y', alpha=0.3)
+      if i == 0 and j == 0:
+        ax.legend(fontsize=7)
+  fig.tight_layout()
+  path = os.path.join(out, 'settings_study.png')
+  publish.save_figure(fig, path, dpi=110)
+  plt.close(fig)
+  print(f'wrote {path}', flush=True)
+
+
+def main(argv: list[str]) -> int:
+  return cell_runner.run_main('settings_study', _main, argv)
+
+
+def _main(argv: list[str]) -> int:
+  logging.set_verbosity(logging.WARNING)
+  cell_runner.check_driver_flags(FLAGS, argv)
+  if FLAGS.clients_per_chunk < 1:
+    raise UsageError(f'--clients_per_chunk must be >= 1, got {FLAGS.clients_per_chunk}')
+  cells = build_cells()
+  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  out = publish.output_from_flags('reproductions.ju2023_adafedadam.settings_study', FLAGS, SETTINGS)
+  return cell_runner.drive(
+    'settings_study', FLAGS, cells, runs_dir, out, trainer_command, write_report
+  )
+
+
+if __name__ == '__main__':
+  app.run(main)
