@@ -185,6 +185,31 @@ def test_a_good_flag_set_builds_the_same_record_without_tensorflow_or_tff():
   }
 
 
+@pytest.mark.parametrize(
+  'args, task',
+  [
+    ([], {'synthetic_alpha': 1.0, 'synthetic_beta': 1.0}),
+    (
+      ['--synthetic_iid', '--synthetic_beta=0'],
+      {'synthetic_alpha': 1.0, 'synthetic_beta': 0.0, 'synthetic_iid': True},
+    ),
+    (
+      ['--synthetic_generator=leaf_code'],
+      {'synthetic_alpha': 1.0, 'synthetic_beta': 1.0, 'synthetic_generator': 'leaf_code'},
+    ),
+  ],
+)
+def test_synthetic_data_options_are_recorded_only_when_set(args, task):
+  """--synthetic_iid and --synthetic_generator enter hparams.json only away from their defaults,
+  so the records (and default names) of earlier synthetic runs stand."""
+  out = _flags_driver(['--task=synthetic', *args])
+  assert out['record']['task'] == {'name': 'synthetic', 'seed': 1, 'num_clients': None, **task}
+  defaults = _flags_driver(
+    ['--task=synthetic', '--synthetic_generator=fedprox', '--nosynthetic_iid']
+  )
+  assert (out['name'] == defaults['name']) == (not args)
+
+
 def test_every_part_of_the_config_is_built_without_tensorflow_or_tff():
   """FedPA with SPS clients on a Reddi et al. task: task defaults, every optimizer and
   algorithm config, the schedules, the warnings."""
