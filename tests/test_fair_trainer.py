@@ -339,3 +339,16 @@ def test_table5_driver_end_to_end(tmp_path):
   assert bad.stderr.strip().splitlines()[-1] == (
     'reproduce_synthetic: error: --clients_per_chunk must be >= 1, got 0'
   )
+  # --data_set: another candidate of settings_study, in its own runs directory; --publish needs
+  # its own publish.json entry.
+  dry = run([*command, '--data_set=leaf', '--dry_run'])
+  assert dry.returncode == 0, dry.stderr
+  trainers = [l for l in dry.stdout.splitlines() if 'run.federated_trainer' in l]
+  assert trainers and all(
+    ' --synthetic_generator=leaf ' in l
+    and '--synthetic_alpha' not in l
+    and f'--root_output_dir={tmp_path}/runs/ju_table5_leaf ' in l
+    for l in trainers
+  ), trainers
+  refused = run([*command, '--data_set=leaf', '--publish'])
+  assert refused.returncode == 2 and "no 'reproduce_synthetic_leaf' in" in refused.stderr

@@ -29,6 +29,19 @@ LABELS = {
 }
 
 
+def data_set_flags(data_set: str) -> list[str]:
+  """The trainer's flags of a data set (`--synthetic_alpha=1`, `--synthetic_iid`, ...)."""
+  flags = []
+  for name, value in DATA_SETS[data_set].items():
+    if value is True:
+      flags.append(f'--{name}')
+    elif isinstance(value, float):
+      flags.append(f'--{name}={value:g}')
+    else:
+      flags.append(f'--{name}={value}')
+  return flags
+
+
 def pooled_fit_statistics(data_set: str, seed: int) -> dict[str, float]:
   """The statistics of one softmax regression fitted centrally to the union of the clients'
   training data (cross-entropy, L-BFGS to convergence), on each client's local test set: what a

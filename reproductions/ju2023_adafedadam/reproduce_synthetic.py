@@ -45,6 +45,7 @@ import pandas as pd
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions.ju2023_adafedadam import candidates
 from reproductions.ju2023_adafedadam import paper_setup
 from reproductions.ju2023_adafedadam import plot_fairness
 from reproductions.ju2023_adafedadam.published import PUBLISHED
@@ -68,6 +69,14 @@ flags.DEFINE_integer(
   10,
   "With --engine=vectorised: the trainer's --clients_per_chunk (clients trained at a time, "
   'grouped by their number of local steps; 10 was fastest for these power-law sizes).',
+)
+flags.DEFINE_enum(
+  'data_set',
+  'synthetic_1_1',
+  list(candidates.DATA_SETS),
+  "The Synthetic data set (`candidates`; the committed table: synthetic_1_1, FedProx's "
+  'Synthetic(1, 1)). Another runs in runs/ju_table5_<data_set>[_vectorised] and publishes, '
+  'where publish.json records it, as entry reproduce_synthetic_<data_set>.',
 )
 flags.DEFINE_integer('clients_per_round', 100, 'Clients per round (100: all of them).')
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
@@ -100,8 +109,10 @@ SETTINGS = (
   'clients_per_round',
   'rounds_per_eval',
   'engine',
+  'data_set',
 )
 VECTORISED_RUNS_DIR = 'runs/ju_synthetic_vectorised'
+DEFAULT_DATA_SET = 'synthetic_1_1'
 LAST_EVALS = 5
 # fedprox_mu.csv's column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
 AVG_LAST = targets.window_column('avg', LAST_EVALS, 'evals')
@@ -195,8 +206,7 @@ def pareto_cells() -> list[Cell]:
 def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
   args = [
     '--task=synthetic',
-    '--synthetic_alpha=1',
-    '--synthetic_beta=1',
+    *candidates.data_set_flags(FLAGS.data_set),
     f'--engine={FLAGS.engine}',
     *paper_setup.CLIENT_ARGS,
     f'--clients_per_round={FLAGS.clients_per_round}',
@@ -331,6 +341,8 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
   lines = [
     '# Ju et al. (AdaFedAdam) Table 5, Synthetic row, reproduced',
     '',
+    f'- Data set: {candidates.LABELS[FLAGS.data_set]} (`settings_study`: which one the paper '
+    'ran is not stated).',
     f'- Command: `{cell_runner.command_line("//reproductions/ju2023_adafedadam:reproduce_synthetic")}`',
     f'- Rounds {FLAGS.rounds}; seeds {", ".join(str(s) for s in seeds())}; '
     f'{FLAGS.clients_per_round} clients per round; evaluation every {FLAGS.rounds_per_eval} '
@@ -443,12 +455,20 @@ def _main(argv: list[str]) -> int:
   if FLAGS.clients_per_chunk < 1:
     raise UsageError(f'--clients_per_chunk must be >= 1, got {FLAGS.clients_per_chunk}')
   runs_dir = FLAGS.runs_dir
-  if FLAGS.engine == 'vectorised' and not FLAGS['runs_dir'].present:
-    runs_dir = VECTORISED_RUNS_DIR
+  if not FLAGS['runs_dir'].present:
+    if FLAGS.data_set != DEFAULT_DATA_SET:
+      runs_dir = f'runs/ju_table5_{FLAGS.data_set}'
+      runs_dir += '_vectorised' if FLAGS.engine == 'vectorised' else ''
+    elif FLAGS.engine == 'vectorised':
+      runs_dir = VECTORISED_RUNS_DIR
   default_out = None if FLAGS['out'].present else os.path.join(runs_dir, 'report')
   runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), runs_dir))
   out = publish.output_from_flags(
-    'reproductions.ju2023_adafedadam.reproduce_synthetic', FLAGS, SETTINGS, out=default_out
+    'reproductions.ju2023_adafedadam.reproduce_synthetic',
+    FLAGS,
+    SETTINGS,
+    out=default_out,
+    entry=None if FLAGS.data_set == DEFAULT_DATA_SET else f'reproduce_synthetic_{FLAGS.data_set}',
   )
   first = main_cells(None) + tuning_cells() + pareto_cells()
   if FLAGS.dry_run:

@@ -123,21 +123,10 @@ def build_cells() -> list[Cell]:
   ]
 
 
-def data_set_flags(data_set: str) -> list[str]:
-  return [
-    f'--{name}'
-    if value is True
-    else f'--{name}={value:g}'
-    if isinstance(value, float)
-    else f'--{name}={value}'
-    for name, value in DATA_SETS[data_set].items()
-  ]
-
-
 def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
   args = [
     '--task=synthetic',
-    *data_set_flags(cell.data_set),
+    *candidates.data_set_flags(cell.data_set),
     f'--engine={FLAGS.engine}',
     *paper_setup.CLIENT_ARGS,
     '--clients_per_round=100',
