@@ -72,6 +72,8 @@ def test_combinations_take_the_largest_difference_over_statistics_and_algorithms
   by_ways = {(c['avg_over'], c['std_over'], c['worst30_over']): c for c in combos}
   assert by_ways['examples', 'examples', 'examples']['largest_difference'] == 2.5
   assert by_ways['clients', 'examples', 'examples']['largest_difference'] == 10.0
+  assert by_ways['examples', 'examples', 'examples']['largest_difference_FedAvg'] == 1.0
+  assert by_ways['clients', 'examples', 'examples']['largest_difference_AdaFedAdam'] == 3.0
 
 
 def test_the_settings_study_driver(tmp_path):

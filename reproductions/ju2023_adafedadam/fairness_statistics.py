@@ -49,24 +49,28 @@ def statistics_both_ways(accuracies, num_examples) -> dict[str, float]:
 
 def combinations(rows: list[dict]) -> list[dict]:
   """Per data set and way of averaging (Avg, STD, Worst 30% each over clients or examples): the
-  largest |ours - published| over the three statistics and the algorithms with results."""
+  largest |ours - published| over the three statistics and the algorithms with results
+  (`largest_difference`), and over the three statistics for each algorithm alone
+  (`largest_difference_<algorithm>`)."""
   out = []
   for data_set in dict.fromkeys(r['data_set'] for r in rows):
     group = [r for r in rows if r['data_set'] == data_set and r['seeds']]
     if not group:
       continue
     for ways in itertools.product(WAYS, repeat=3):
-      worst = max(
-        abs(r[f'{stat}_{way}'] - r[f'{stat}_published'])
+      each = {
+        r['algorithm']: max(
+          abs(r[f'{stat}_{way}'] - r[f'{stat}_published']) for stat, way in zip(STATISTICS, ways)
+        )
         for r in group
-        for stat, way in zip(STATISTICS, ways)
-      )
+      }
       out.append(
         {
           'data_set': data_set,
           **{f'{stat}_over': way for stat, way in zip(STATISTICS, ways)},
-          'largest_difference': round(worst, 2),
+          'largest_difference': round(max(each.values()), 2),
           'algorithms': len(group),
+          **{f'largest_difference_{a}': round(d, 2) for a, d in each.items()},
         }
       )
   return out
