@@ -29,3 +29,12 @@ CLIENT_ARGS = (
   '--client_batch_size=10',
   '--client_epochs_per_round=1',
 )
+# The parameter a cell sets per algorithm: FedProx's mu, q-FedAvg's q, AdaFedAdam's alpha.
+PARAM_FLAGS = {'FedProx': 'fedprox_mu', 'q-FedAvg': 'qfedavg_q', 'AdaFedAdam': 'fairness_alpha'}
+
+
+def param_flags(algorithm: str, param: float | None) -> list[str]:
+  """The trainer flag of `algorithm`'s parameter (none for the others, or without a value)."""
+  if algorithm not in PARAM_FLAGS or param is None:
+    return []
+  return [f'--{PARAM_FLAGS[algorithm]}={param:g}']

@@ -220,12 +220,7 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
   ]
   if FLAGS.engine == 'vectorised':
     args.append(f'--clients_per_chunk={FLAGS.clients_per_chunk}')
-  if cell.algorithm == 'FedProx':
-    args.append(f'--fedprox_mu={cell.param:g}')
-  elif cell.algorithm == 'q-FedAvg':
-    args.append(f'--qfedavg_q={cell.param:g}')
-  elif cell.algorithm == 'AdaFedAdam':
-    args.append(f'--fairness_alpha={cell.param:g}')
+  args += paper_setup.param_flags(cell.algorithm, cell.param)
   return [sys.executable, '-m', 'run.federated_trainer', *args]
 
 

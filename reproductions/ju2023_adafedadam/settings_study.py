@@ -140,12 +140,8 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
   ]
   if FLAGS.engine == 'vectorised':
     args.append(f'--clients_per_chunk={FLAGS.clients_per_chunk}')
-  if cell.algorithm == 'FedProx':
-    args.append(f'--fedprox_mu={FLAGS.fedprox_mu:g}')
-  elif cell.algorithm == 'q-FedAvg':
-    args.append('--qfedavg_q=1')
-  elif cell.algorithm == 'AdaFedAdam':
-    args.append('--fairness_alpha=1')
+  param = {'FedProx': FLAGS.fedprox_mu, 'q-FedAvg': 1.0, 'AdaFedAdam': 1.0}.get(cell.algorithm)
+  args += paper_setup.param_flags(cell.algorithm, param)
   return [sys.executable, '-m', 'run.federated_trainer', *args]
 
 
