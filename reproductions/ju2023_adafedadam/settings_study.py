@@ -170,25 +170,43 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
   return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def summary(cells: list[Cell], runs_dir: str) -> list[dict]:
-  """One row per (data set, algorithm): each statistic both ways, mean and std over the seeds of
-  the cells that ran all rounds, beside the published number."""
-  finished: dict[tuple[str, str], list[dict[str, float]]] = {}
+def finished_results(cells: list[Cell], runs_dir: str) -> dict[str, dict[str, float]]:
+  """Cell name -> the statistics of its last evaluation, for the cells that ran all rounds."""
+  results = {}
   for cell in cells:
     last = last_client_eval(os.path.join(runs_dir, cell.name))
     if last is not None and last[0] >= FLAGS.rounds:
-      finished.setdefault((cell.data_set, cell.algorithm), []).append(last[1])
+      results[cell.name] = last[1]
+  return results
+
+
+def _columns(runs: list[dict[str, float]]) -> dict:
+  """Each statistic both ways: its mean and std over `runs` ('' without runs), 2 decimals."""
+  columns = {}
+  for stat in STATISTICS:
+    for way in WAYS:
+      key = f'{stat}_{way}'
+      mean, std = _mean_std([r[key] for r in runs]) if runs else ('', '')
+      columns[key] = mean if mean == '' else round(mean, 2)
+      columns[f'{key}_std'] = std if std == '' else round(std, 2)
+  return columns
+
+
+def summary(cells: list[Cell], finished: dict[str, dict[str, float]]) -> list[dict]:
+  """One row per (data set, algorithm): each statistic both ways, mean and std over the seeds of
+  the finished cells, beside the published number."""
   rows = []
   for data_set, algorithm in dict.fromkeys((c.data_set, c.algorithm) for c in cells):
-    runs = finished.get((data_set, algorithm), [])
+    runs = [
+      finished[c.name]
+      for c in cells
+      if (c.data_set, c.algorithm) == (data_set, algorithm) and c.name in finished
+    ]
     row = {'data_set': data_set, 'algorithm': algorithm, 'seeds': len(runs)}
-    for i, stat in enumerate(STATISTICS):
+    columns = _columns(runs)
+    for i, stat in enumerate(STATISTICS):  # each statistic's published number, then ours
       row[f'{stat}_published'] = PUBLISHED[algorithm][i]
-      for way in WAYS:
-        key = f'{stat}_{way}'
-        mean, std = _mean_std([r[key] for r in runs]) if runs else (None, None)
-        row[key] = '' if mean is None else round(mean, 2)
-        row[f'{key}_std'] = '' if std is None else round(std, 2)
+      row.update({k: v for k, v in columns.items() if k.startswith(f'{stat}_')})
     rows.append(row)
   return rows
 
@@ -205,29 +223,18 @@ def _cached_pooled_fit(runs_dir: str, data_set: str, seed: int) -> dict[str, flo
   return stats
 
 
-def pooled_fit_rows(cells: list[Cell], runs_dir: str) -> list[dict]:
+def pooled_fit_rows(
+  cells: list[Cell], finished: dict[str, dict[str, float]], runs_dir: str
+) -> list[dict]:
   """One row per data set: `pooled_fit_statistics` (mean and std over the seeds of which a cell
-  of that data set ran all rounds)."""
+  of that data set finished)."""
   rows = []
   for data_set in dict.fromkeys(c.data_set for c in cells):
-    ran = sorted(
-      {
-        c.seed
-        for c in cells
-        if c.data_set == data_set
-        and (last := last_client_eval(os.path.join(runs_dir, c.name))) is not None
-        and last[0] >= FLAGS.rounds
-      }
-    )
+    ran = sorted({c.seed for c in cells if c.data_set == data_set and c.name in finished})
     fits = [_cached_pooled_fit(runs_dir, data_set, seed) for seed in ran]
-    row = {'data_set': data_set, 'algorithm': 'pooled fit', 'seeds': len(fits)}
-    for stat in STATISTICS:
-      for way in WAYS:
-        key = f'{stat}_{way}'
-        mean, std = _mean_std([f[key] for f in fits]) if fits else (None, None)
-        row[key] = '' if mean is None else round(mean, 2)
-        row[f'{key}_std'] = '' if std is None else round(std, 2)
-    rows.append(row)
+    rows.append(
+      {'data_set': data_set, 'algorithm': 'pooled fit', 'seeds': len(fits), **_columns(fits)}
+    )
   return rows
 
 
@@ -236,9 +243,10 @@ def pooled_fit_rows(cells: list[Cell], runs_dir: str) -> list[dict]:
 
 def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
   os.makedirs(out, exist_ok=True)
-  rows = summary(cells, runs_dir)
+  finished = finished_results(cells, runs_dir)
+  rows = summary(cells, finished)
   combos = fairness_statistics.combinations(rows)
-  fits = pooled_fit_rows(cells, runs_dir)
+  fits = pooled_fit_rows(cells, finished, runs_dir)
   with publish.atomic_output(os.path.join(out, 'settings_study.csv'), newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
