@@ -17,9 +17,10 @@ The names below are loaded on first use, so `tff_adaptive.runtime.worker_server`
 without TensorFlow (a worker must still be single-threaded when it enters its own namespace).
 
 Importing this subpackage (which `import tff_adaptive` does) registers an `atexit` hook: if TFF was imported, it closes any
-`LocalExecution` left open, replaces TFF's default context by "no default context" and runs
-`gc.collect()`, so TFF's import-time `ServiceManager` is destroyed while its module globals still
-exist (no "Exception ignored ... 'Popen'" message at exit; a worker it started is stopped too).
+`LocalExecution` left open and replaces TFF's default context by "no default context", which
+drops the last reference to TFF's import-time `ServiceManager`, so it is destroyed while its
+module globals still exist (no "Exception ignored ... 'Popen'" message at exit; a worker it
+started is stopped too).
 """
 
 import atexit

@@ -27,10 +27,12 @@ It then composes the same client TFF builds internally, from public pieces:
 it the default context of the calling thread until `close()`.
 
 At exit, `cleanup_at_exit` (registered by the `runtime` package) closes any
-`LocalExecution` left open, replaces the default context by TFF's "no default
-context" and runs `gc.collect()`, so TFF's import-time `ServiceManager` is
-destroyed while its module globals still exist (no "Exception ignored"
-message; a worker it may have started is stopped too).
+`LocalExecution` left open and replaces the default context by TFF's "no
+default context", which drops the last reference to TFF's import-time
+`ServiceManager`: it is destroyed then, while its module globals still exist
+(no "Exception ignored" message; a worker it may have started is stopped too).
+No garbage collection is needed for that (nothing holds it in a cycle), and a
+full one cost a large process (a pytest worker) seconds at exit.
 
 Caveat: the kernel sends the parent-death signal when the *thread* that
 forked the worker exits. With `with local_execution():` the worker is started
@@ -41,7 +43,6 @@ from a thread that lives at least as long (normally the main thread).
 
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import threading
@@ -337,4 +338,3 @@ def cleanup_at_exit() -> None:
   for execution in still_open:
     execution.close()
   _tff_set_default_context.set_no_default_context()
-  gc.collect()
