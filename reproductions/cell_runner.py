@@ -27,6 +27,7 @@ from typing import TextIO
 
 from reproductions import publish
 from run import preload
+from run import provenance
 from tff_adaptive.runtime import worker_process
 
 TRAINER = 'run.federated_trainer'
@@ -394,25 +395,17 @@ def command_line(bazel_target: str) -> str:
 
 
 def code_version() -> str:
-  """The commit a report was written by, for its header: `git rev-parse --short HEAD` of the
-  checkout the driver runs from, with ' + uncommitted changes' when a tracked file differs from
-  it; 'unknown (not a git checkout)' otherwise (e.g. an installed wheel)."""
-  root = publish.repo_root()
+  """The commit a report was written by, for its header (`run.provenance.code_version`: the short
+  commit, with ' + uncommitted changes' when a tracked file differs from it; 'unknown (not a git
+  checkout)' for an installed wheel)."""
+  return provenance.code_version(publish.repo_root())
 
-  def git(*args: str) -> str | None:
-    try:
-      done = subprocess.run(
-        ['git', '-C', root, *args], capture_output=True, text=True, timeout=30, check=False
-      )
-    except (OSError, subprocess.TimeoutExpired):
-      return None
-    return done.stdout.strip() if done.returncode == 0 else None
 
-  commit = git('rev-parse', '--short', 'HEAD')
-  if not commit:
-    return 'unknown (not a git checkout)'
-  changed = git('status', '--porcelain', '--untracked-files=no')
-  return commit + (' + uncommitted changes' if changed else '')
+def stamp_line() -> str:
+  """A report header's line with when and by which code it was written:
+  `- Date: 2026-11-27T10:00:00; code version 1a2b3c4`."""
+  date = datetime.datetime.now().isoformat(timespec='seconds')
+  return f'- Date: {date}; code version {code_version()}'
 
 
 def report_failures(program: str, failed: list, runner: Runner, runs_dir: str) -> None:

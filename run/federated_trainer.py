@@ -38,6 +38,7 @@ from absl import logging
 # Up to `_train`, nothing imported here imports TensorFlow or TFF (`runtime` and the packages
 # load their TensorFlow modules on first use).
 from run import flags as trainer_flags
+from run import provenance
 from tff_adaptive import datasets
 from tff_adaptive import runtime
 from tff_adaptive.algorithms import config as algorithm_config
@@ -284,9 +285,11 @@ def _train(config, output_dir: str) -> None:
     # write under the lock: two trainers on one experiment cannot both run.
     run_dir.prepare(output_dir)
     lock = run_dir.RunLock(output_dir)  # noqa: F841  (held for the life of the process)
+    record = trainer_flags.hparams_record(config)
+    record['runtime']['code_version'] = provenance.code_version()  # of this start
     outputs.check_or_write_hparams(
       output_dir,
-      trainer_flags.hparams_record(config),
+      record,
       trainer_flags.HPARAMS_HINTS,
       upgrade=trainer_flags.upgrade_hparams,
     )

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from reproductions.alshedivat2021_fedpa import published as published_fedpa
+from run import provenance
 from run import summarize
 from tests.test_trainer import Trainer
 from tests.test_trainer import experiment_in
@@ -287,6 +288,7 @@ def test_fmnist_comparison_driver(tmp_path):
   runs, out = tmp_path / 'runs' / 'fedpa_fmnist', tmp_path / 'runs' / 'fedpa_fmnist' / 'report'
   assert os.listdir(tmp_path) == ['runs']
   table = (out / 'fedpa_fmnist.md').read_text()
+  assert f'; code version {provenance.code_version()}' in table  # and the date
   assert 'FedPA - FedAvg, paired by seed' in table and '| fedpa | ' in table
   assert str(tmp_path) not in table and '--root_output_dir=runs/fedpa_fmnist ' in table
   rows = _rows(out / 'fedpa_fmnist.csv')

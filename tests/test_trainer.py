@@ -28,6 +28,7 @@ import time
 
 import pytest
 
+from run import provenance
 from tests import trainer_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -366,6 +367,8 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
   assert hparams['server']['name'] == optimizer
   assert hparams['task']['name'] == task
   assert hparams['runtime']['total_rounds'] == _SMOKE_ROUNDS
+  # The code that ran: this checkout's commit (test_provenance checks the function).
+  assert hparams['runtime']['code_version'] == provenance.code_version()
   for key, value in expected_hparams.items():
     assert _leaf(hparams, key) == value, key
 

@@ -24,7 +24,6 @@ difference; the paper's Table 3 differences for reference) and fedpa_fmnist.png.
 
 import csv
 import dataclasses
-import datetime
 import os
 import statistics
 import sys
@@ -242,7 +241,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     f'{FLAGS.shrinkage}; seeds {", ".join(FLAGS.seeds)}; evaluation every '
     f'{FLAGS.rounds_per_eval} rounds on the pooled 10,000 test images.',
     f'- Trainer command of a cell: `{example}`',
-    f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}',
+    cell_runner.stamp_line(),
     '',
     *summary_lines(cells, results),
     '',

@@ -32,7 +32,6 @@ dp_fmnist.png (accuracy against epsilon; the curves at the middle noise level).
 
 import csv
 import dataclasses
-import datetime
 import os
 import statistics
 import sys
@@ -337,7 +336,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     'replacement, every round).',
     f'- Trainer command of a cell: `{cell_runner.shown_command(trainer_command(example, runs_dir))}`',
     f'- Evaluation every {FLAGS.rounds_per_eval} rounds on the 10,000 test images.',
-    f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}',
+    cell_runner.stamp_line(),
     '',
     *summary_lines(cells, results),
     '',

@@ -32,7 +32,6 @@ Fig. 3 right) and pareto_std.png (average vs STD of accuracy) (`plot_fairness.py
 
 import csv
 import dataclasses
-import datetime
 import os
 import shlex
 import statistics
@@ -346,7 +345,7 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
     f'- FedProx mu tuned on seed {seeds()[0]} over {", ".join(FLAGS.fedprox_mus)}: '
     f'mu = {mu if mu is None else f"{mu:g}"} (fedprox_mu.csv).',
     f'- Trainer command of a cell: `{cell_runner.shown_command(trainer_command(cells[-1], runs_dir))}`',
-    f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}',
+    cell_runner.stamp_line(),
     '- Only cells that ran all rounds enter the summary; Avg, STD and Worst 30% are over the '
     '100 clients (unweighted), "pooled" is the accuracy on the union of their test sets.',
     '',

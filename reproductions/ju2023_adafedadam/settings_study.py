@@ -25,7 +25,6 @@ results/settings_study) gets settings_study.{md,csv} and settings_study.png.
 
 import csv
 import dataclasses
-import datetime
 import json
 import os
 import statistics
@@ -277,8 +276,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     f'round; engine {FLAGS.engine}; the last evaluation (round {FLAGS.rounds}) of each '
     "client's local test accuracy; mean +- std over seeds.",
     f'- Trainer command of a cell: `{cell_runner.shown_command(trainer_command(cells[-1], runs_dir))}`',
-    f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}; code version '
-    f'{cell_runner.code_version()}.',
+    cell_runner.stamp_line() + '.',
     '- "clients": the unweighted statistic over the 100 clients; "examples": weighted by each '
     "client's test examples (Worst 30%: the lowest-accuracy clients holding 30% of the examples).",
     '',

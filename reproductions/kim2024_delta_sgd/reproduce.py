@@ -59,7 +59,6 @@ step_decay depends on the total number of rounds, so its cells cannot be extende
 
 import csv
 import dataclasses
-import datetime
 import math
 import os
 import shlex
@@ -439,7 +438,7 @@ def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[
     f'- TF thread pools per trainer: '
     f'{", ".join(f"{n}={cell_runner.child_env()[n]}" for n in cell_runner.THREAD_VARIABLES)} (fixed for every cell: '
     'the thread count changes float summation order, hence the numbers).',
-    f'- Date: {datetime.datetime.now().isoformat(timespec="seconds")}',
+    cell_runner.stamp_line(),
   ]
   return lines
 

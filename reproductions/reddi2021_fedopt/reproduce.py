@@ -34,11 +34,9 @@ curves_<task>.png (the selected cells against rounds and against examples proces
 """
 
 import csv
-import datetime
 import math
 import os
 import shlex
-import subprocess
 import sys
 import time
 
@@ -382,19 +380,6 @@ def _write_csv(path: str, columns: list[str], rows: list[dict]) -> None:
       writer.writerow({k: '' if row.get(k) is None else row[k] for k in columns})
 
 
-def _commit() -> str:
-  try:
-    return subprocess.run(
-      ['git', 'describe', '--always', '--dirty'],
-      cwd=publish.repo_root(),
-      capture_output=True,
-      text=True,
-      check=True,
-    ).stdout.strip()
-  except (OSError, subprocess.CalledProcessError):
-    return 'unknown'
-
-
 def loss_column() -> str:
   return targets.window_column('train_loss', FLAGS.window, 'rounds')
 
@@ -441,14 +426,11 @@ def write_grid(s: Search, cells: list[search.Cell], out: str) -> str:
 def header_lines(title: str, s: Search, cells: list[search.Cell]) -> list[str]:
   example = cell_runner.shown_command(trainer_command(cells[0], s.runs_dir)) if cells else ''
   grid = s.grid
-  commit = _commit()
-  if commit.endswith('-dirty'):
-    commit += '; -dirty: with changes not committed yet'
   return [
     f'# {title}',
     '',
-    f'- Command: `{cell_runner.command_line(BAZEL_TARGET)}` (commit {commit}, '
-    f'{datetime.datetime.now().isoformat(timespec="seconds")})',
+    f'- Command: `{cell_runner.command_line(BAZEL_TARGET)}`',
+    cell_runner.stamp_line(),
     f'- Task {FLAGS.task}, {s.rounds} rounds per cell (the paper: '
     f'{LOOP[FLAGS.task][2] if FLAGS.task in LOOP else "not in the paper"}), evaluation every '
     f'{FLAGS.rounds_per_eval} rounds and at the last, engine {FLAGS.engine}.',
