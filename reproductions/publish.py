@@ -25,12 +25,16 @@ leaves the previous file whole, never half of a new one.
 from collections.abc import Mapping
 from collections.abc import Sequence
 import contextlib
+import datetime
 import hashlib
 import json
 import numbers
 import os
+import shlex
+import sys
 from typing import Any
 
+from run import provenance
 from tff_adaptive.loop import outputs
 
 RECORD = 'publish.json'
@@ -44,10 +48,28 @@ PUBLISH_HELP = (
 atomic_output = outputs.atomic_output
 
 
+def figure_stamp() -> dict[str, str]:
+  """A PNG's text chunks saying what wrote it: the command as typed (paths under the directory
+  it was typed in shown relative to it), the date and the code version (`run.provenance`)."""
+  base = base_dir()
+  shown = [
+    os.path.relpath(a, base) if os.path.isabs(a) and a.startswith(base + os.sep) else a
+    for a in getattr(sys, 'orig_argv', sys.argv)
+  ]
+  return {
+    'Source': shlex.join(shown),
+    'Creation Time': datetime.datetime.now().isoformat(timespec='seconds'),
+    'Software': f'tff-adaptive, code version {provenance.code_version(repo_root())}',
+  }
+
+
 def save_figure(fig: Any, path: str, **kwargs: Any) -> None:
-  """`fig.savefig(path, **kwargs)` through a temporary (same extension, so the same format)."""
+  """`fig.savefig(path, **kwargs)` through a temporary (same extension, so the same format); a
+  PNG carries `figure_stamp()` as its text chunks (a caller's `metadata` wins key by key)."""
   root, extension = os.path.splitext(path)
   tmp = f'{root}.tmp{os.getpid()}{extension}'
+  if extension.lower() == '.png':
+    kwargs['metadata'] = {**figure_stamp(), **kwargs.get('metadata', {})}
   try:
     fig.savefig(tmp, **kwargs)
     os.replace(tmp, path)

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from reproductions import publish
+from run import provenance
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -48,8 +49,32 @@ def test_save_figure_keeps_the_format_and_never_leaves_half_a_figure(tmp_path):
   figure = _Figure(fail=False)
   publish.save_figure(figure, str(path), dpi=120)
   [(written, kwargs)] = figure.saved
-  assert written.endswith('.png') and kwargs == {'dpi': 120}  # matplotlib picks the format
+  assert written.endswith('.png') and kwargs['dpi'] == 120  # matplotlib picks the format
+  assert set(kwargs) == {'dpi', 'metadata'}  # what wrote it (below)
   assert path.read_bytes() == b'\x89PNG partial' and len(list(tmp_path.iterdir())) == 1
+
+
+def test_a_png_says_which_command_date_and_code_version_wrote_it(tmp_path, monkeypatch):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setattr(
+    'sys.orig_argv', ['python', '-m', 'x.plot', '--out', str(tmp_path / 'figs' / 'a.png')]
+  )
+  fig, axis = plt.subplots()
+  axis.plot([0, 1], [1, 0])
+  publish.save_figure(fig, str(tmp_path / 'a.png'), dpi=50, metadata={'Title': 'Fig. 1'})
+  plt.close(fig)
+  with Image.open(tmp_path / 'a.png') as image:
+    text = dict(image.text)
+  assert text['Source'] == 'python -m x.plot --out figs/a.png'  # relative to where it ran
+  assert text['Software'] == f'tff-adaptive, code version {provenance.code_version()}'
+  assert re.fullmatch(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d', text['Creation Time'])
+  assert text['Title'] == 'Fig. 1'  # the caller's own keys are kept
 
 
 def test_drivers_write_tables_and_figures_only_through_publish():
