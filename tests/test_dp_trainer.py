@@ -162,7 +162,7 @@ def test_the_dp_study_driver(tmp_path):
   assert '| fedavg | 4 | ' in (report / 'dp_fmnist.md').read_text()
   assert rows[2]['final_clip'] == '' and rows[5]['final_clip'] != ''  # adaptive: its clip
   table = (report / 'dp_fmnist.md').read_text()
-  assert f'; code version {provenance.code_version()}' in table  # and the date
+  assert f'; code version {provenance.code_version(str(repo))}' in table  # and the date
   assert 'Noise-aware minus plain DP-FedAdam (fixed clip; accuracy points): ' in table
   assert str(tmp_path) not in table and '--dp_noise_aware_server' in table
   assert (report / 'dp_fmnist.png').stat().st_size > 10000

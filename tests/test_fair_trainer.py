@@ -283,7 +283,7 @@ def test_table5_driver_end_to_end(tmp_path):
   assert [float(r['mu']) for r in tuning] == [1.0]
   assert list(tuning[0]) == ['mu', 'seed', 'rounds', 'avg_last5evals', 'avg', 'worst30']
   markdown = (out / 'table5_synthetic.md').read_text()
-  assert f'; code version {provenance.code_version()}' in markdown  # and the date
+  assert f'; code version {provenance.code_version(str(repo))}' in markdown  # and the date
   assert 'FedProx mu tuned on seed 1 over 1: mu = 1 ' in markdown
   assert str(tmp_path) not in markdown  # commands with paths as typed there (relative)
   assert 'adafedadam_alpha2_seed1' in markdown

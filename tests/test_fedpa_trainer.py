@@ -288,7 +288,7 @@ def test_fmnist_comparison_driver(tmp_path):
   runs, out = tmp_path / 'runs' / 'fedpa_fmnist', tmp_path / 'runs' / 'fedpa_fmnist' / 'report'
   assert os.listdir(tmp_path) == ['runs']
   table = (out / 'fedpa_fmnist.md').read_text()
-  assert f'; code version {provenance.code_version()}' in table  # and the date
+  assert f'; code version {provenance.code_version(str(REPO))}' in table  # and the date
   assert 'FedPA - FedAvg, paired by seed' in table and '| fedpa | ' in table
   assert str(tmp_path) not in table and '--root_output_dir=runs/fedpa_fmnist ' in table
   rows = _rows(out / 'fedpa_fmnist.csv')

@@ -138,7 +138,7 @@ def test_the_settings_study_driver(tmp_path):
   with open(out / 'settings_combinations.csv') as f:
     assert len(list(csv.DictReader(f))) == 16
   markdown = (out / 'settings_study.md').read_text()
-  assert f'; code version {provenance.code_version()}' in markdown  # and the date
+  assert f'; code version {provenance.code_version(str(REPO))}' in markdown  # and the date
   assert '| LEAF (code) | FedAvg | 1 | 90.08 |' in markdown and str(tmp_path) not in markdown
   assert '| LEAF (paper) | 1 | ' in markdown  # the pooled fit's row
   assert re.search(r'code version [0-9a-f]{7,}', markdown)

@@ -72,7 +72,7 @@ def test_reproduction_runs_its_cells_and_writes_the_tables(tmp_path):
     fedadam = list(csv.DictReader(f))
   assert [(r['optimizer'], r['published']) for r in fedadam] == [('delta_sgd', '85.8')]
   markdown = (out / 'table1_fmnist.md').read_text()
-  assert f'; code version {provenance.code_version()}' in markdown  # and the date
+  assert f'; code version {provenance.code_version(str(REPO))}' in markdown  # and the date
   assert '## Claim check' in markdown and '--rows=sgd,delta_sgd' in markdown
   assert str(tmp_path) not in markdown  # commands with paths as typed there (relative)
   for png in ('accuracy_alpha0.1.png', 'fedadam_alpha0.1.png'):

@@ -66,4 +66,7 @@ def test_bazel_run_names_the_workspace(checkout, monkeypatch):
 
 def test_outside_bazel_it_is_the_checkout_holding_the_package(monkeypatch):
   monkeypatch.delenv('BUILD_WORKSPACE_DIRECTORY', raising=False)
-  assert provenance.checkout_root() == str(pathlib.Path(__file__).resolve().parents[1])
+  root = pathlib.Path(
+    provenance.checkout_root()
+  )  # this checkout (Bazel's runfiles under bazel test)
+  assert (root / 'run' / 'provenance.py').samefile(provenance.__file__)

@@ -309,7 +309,7 @@ def test_synthetic_grid_table_heatmaps_and_tau_end_to_end(synthetic_grid):
     assert float(row['ours_std']) == pytest.approx(np.std(values, ddof=1), abs=0.006)
     assert row['seeds'] == '2 of 2' and row['published'] == ''  # synthetic is not in the paper
   markdown = (out / 'table1_synthetic.md').read_text()
-  assert f'; code version {provenance.code_version()}' in markdown  # and the date
+  assert f'; code version {provenance.code_version(str(REPO))}' in markdown  # and the date
   assert "## The paper's claims on our numbers" in markdown and 'FedAdam' in markdown
   assert str(tmp_path) not in markdown  # commands with paths as typed there (relative)
   assert '--task=synthetic' in markdown and 'Selection: smallest training loss' in markdown

@@ -367,8 +367,8 @@ def test_smoke(tmp_path, task, optimizer, extra, expected_hparams):
   assert hparams['server']['name'] == optimizer
   assert hparams['task']['name'] == task
   assert hparams['runtime']['total_rounds'] == _SMOKE_ROUNDS
-  # The code that ran: this checkout's commit (test_provenance checks the function).
-  assert hparams['runtime']['code_version'] == provenance.code_version()
+  # The code that ran: the commit of the checkout it ran from (test_provenance: the function).
+  assert hparams['runtime']['code_version'] == provenance.code_version(str(trainer_processes.REPO))
   for key, value in expected_hparams.items():
     assert _leaf(hparams, key) == value, key
 
