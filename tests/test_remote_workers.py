@@ -304,7 +304,12 @@ def test_a_hung_worker_is_lost_after_the_round_timeout_and_resume_is_exact(tmp_p
   a, b = workers(2)
   reference_rows = _two_worker_reference(args, tmp_path / 'reference', a, b)
   root = tmp_path / 'hung'
-  trainer = _start([*args, f'--workers={a.address},{b.address}', '--worker_round_timeout=3'], root)
+  # Long enough for a healthy worker's first round (its first traces) on a loaded 2-core machine:
+  # at 3 s, worker a once missed round 1 while three test files ran at once.
+  timeout_s = 10
+  trainer = _start(
+    [*args, f'--workers={a.address},{b.address}', f'--worker_round_timeout={timeout_s}'], root
+  )
   try:
     for line in trainer.stdout:
       if line.startswith('round 2/'):
@@ -316,7 +321,7 @@ def test_a_hung_worker_is_lost_after_the_round_timeout_and_resume_is_exact(tmp_p
     if trainer.poll() is None:
       trainer.kill()
       trainer.wait()
-  reason = r'did not answer its share of the round within 3 s \(--worker_round_timeout\)'
+  reason = rf'did not answer its share of the round within {timeout_s} s \(--worker_round_timeout\)'
   lost_round = _lost_round(trainer, stderr, b, reason)
   _resumes_exactly(args, root, a, workers, lost_round, reference_rows)
 
