@@ -394,18 +394,11 @@ def command_line(bazel_target: str) -> str:
   return ' '.join([shlex.quote(python), *prog, *args])
 
 
-def code_version() -> str:
-  """The commit a report was written by, for its header (`run.provenance.code_version`: the short
-  commit, with ' + uncommitted changes' when a tracked file differs from it; 'unknown (not a git
-  checkout)' for an installed wheel)."""
-  return provenance.code_version(publish.repo_root())
-
-
 def stamp_line() -> str:
   """A report header's line with when and by which code it was written:
   `- Date: 2026-11-27T10:00:00; code version 1a2b3c4`."""
   date = datetime.datetime.now().isoformat(timespec='seconds')
-  return f'- Date: {date}; code version {code_version()}'
+  return f'- Date: {date}; code version {provenance.code_version()}'
 
 
 def report_failures(program: str, failed: list, runner: Runner, runs_dir: str) -> None:

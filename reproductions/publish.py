@@ -59,7 +59,7 @@ def figure_stamp() -> dict[str, str]:
   return {
     'Source': shlex.join(shown),
     'Creation Time': datetime.datetime.now().isoformat(timespec='seconds'),
-    'Software': f'tff-adaptive, code version {provenance.code_version(repo_root())}',
+    'Software': f'tff-adaptive, code version {provenance.code_version()}',
   }
 
 
@@ -84,9 +84,7 @@ class PublishError(ValueError):
 
 def repo_root() -> str:
   """The repository (the workspace under `bazel run`, else the checkout this file is in)."""
-  return os.environ.get('BUILD_WORKSPACE_DIRECTORY') or os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__))
-  )
+  return provenance.checkout_root()
 
 
 def base_dir() -> str:

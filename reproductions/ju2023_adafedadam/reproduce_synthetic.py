@@ -45,6 +45,7 @@ import pandas as pd
 from reproductions import cell_runner
 from reproductions import publish
 from reproductions.ju2023_adafedadam import candidates
+from reproductions.ju2023_adafedadam import fairness_statistics
 from reproductions.ju2023_adafedadam import paper_setup
 from reproductions.ju2023_adafedadam import plot_fairness
 from reproductions.ju2023_adafedadam.published import PUBLISHED
@@ -278,13 +279,6 @@ def tuned_mu(runs_dir: str) -> tuple[float | None, list[dict]]:
   return max(done, key=lambda r: r[AVG_LAST])['mu'], rows
 
 
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-  values = [v for v in values if v is not None]
-  if not values:
-    return None, None
-  return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
 def _fmt(mean_std) -> str:
   mean, std = mean_std
   return '' if mean is None else f'{mean:.2f} +- {std:.2f}'
@@ -299,9 +293,9 @@ def table(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
       if c.algorithm == algorithm and results[c.name].rounds >= FLAGS.rounds
     ]
     ours = [
-      _mean_std([r.avg for r in group]),
-      _mean_std([r.std for r in group]),
-      _mean_std([r.worst30 for r in group]),
+      fairness_statistics.mean_and_std([r.avg for r in group]),
+      fairness_statistics.mean_and_std([r.std for r in group]),
+      fairness_statistics.mean_and_std([r.worst30 for r in group]),
     ]
     row = {'algorithm': algorithm, 'seeds': len([r for r in group if r.avg is not None])}
     for metric, pub, (mean, std) in zip(('avg', 'std', 'worst30'), published, ours):
@@ -309,7 +303,7 @@ def table(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
       row[f'{metric}_ours'] = '' if mean is None else round(mean, 2)
       row[f'{metric}_ours_std'] = '' if std is None else round(std, 2)
       row[f'{metric}_difference'] = '' if mean is None else round(mean - pub, 2)
-    pooled = _mean_std([r.pooled for r in group])
+    pooled = fairness_statistics.mean_and_std([r.pooled for r in group])
     row['pooled_ours'] = '' if pooled[0] is None else round(pooled[0], 2)
     row['pooled_ours_std'] = '' if pooled[1] is None else round(pooled[1], 2)
     rows.append(row)

@@ -27,7 +27,6 @@ import csv
 import dataclasses
 import json
 import os
-import statistics
 import sys
 
 from absl import app
@@ -165,10 +164,6 @@ def last_client_eval(run_dir: str) -> tuple[int, dict[str, float]] | None:
   return int(files[-1][len('round_') : -len('.csv')]), stats
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-  return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
 def finished_results(cells: list[Cell], runs_dir: str) -> dict[str, dict[str, float]]:
   """Cell name -> the statistics of its last evaluation, for the cells that ran all rounds."""
   results = {}
@@ -185,7 +180,7 @@ def _columns(runs: list[dict[str, float]]) -> dict:
   for stat in STATISTICS:
     for way in WAYS:
       key = f'{stat}_{way}'
-      mean, std = _mean_std([r[key] for r in runs]) if runs else ('', '')
+      mean, std = fairness_statistics.mean_and_std([r[key] for r in runs]) if runs else ('', '')
       columns[key] = mean if mean == '' else round(mean, 2)
       columns[f'{key}_std'] = std if std == '' else round(std, 2)
   return columns
