@@ -24,6 +24,7 @@ import tensorflow_federated as tff
 
 from tests import trainer_processes
 from tests.metrics_close import assert_rows_close
+from tests.metrics_close import central_test
 from tff_adaptive import aggregators
 from tff_adaptive import algorithms
 from tff_adaptive import engines
@@ -134,14 +135,28 @@ def _algorithm(task, server, client, aggregation=None, name='fedopt', **hparams)
   )
 
 
+_EVALUATORS = {}
+
+
+def _evaluator(task) -> evaluation.Evaluator:
+  """One Evaluator per task: it assigns the weights it is given and resets its metrics on
+  every call, so runs share it (and its traces)."""
+  if task.name not in _EVALUATORS:
+    _EVALUATORS[task.name] = evaluation.Evaluator(
+      task.keras_model_fn, task.loss_fn, task.metrics_fn
+    )
+  return _EVALUATORS[task.name]
+
+
 def _train(task, engine, output_dir, rounds, clients_per_round):
+  central = central_test(task)
   training_loop.run_training(
     engine,
     tff.learning.models.ModelWeights.from_model(task.keras_model_fn(1)),
     task.train_clients,
     sampling.build_client_sampler(task.client_ids, clients_per_round, seed=1),
-    evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
-    lambda round_num: task.central_test,
+    _evaluator(task),
+    lambda round_num: central,
     task.client_test,
     training_loop.LoopConfig(
       rounds, rounds_per_eval=1, rounds_per_checkpoint=rounds, seed=1, output_dir=str(output_dir)
