@@ -6,7 +6,9 @@ about 10 CPU-s saved per cell); `Runner(preload=False)` starts each as a new pro
 Each cell (anything with a `name`) is a trainer command with `--root_output_dir=<runs_dir>
 --experiment_name=<cell>`; its stdout and stderr are appended to `<runs_dir>/<cell>.log` and its
 exit is recorded in `<runs_dir>/<cell>.status.json`. Rerunning resumes unfinished cells from
-their checkpoints (a finished one exits at once). SIGINT / SIGTERM stop the cells (SIGTERM to
+their checkpoints; a cell whose status says it ended with exit 0 running the very command it
+would run now, and whose metrics.csv has every round, is not started again (a rerun of a
+finished reproduction only rewrites its report). SIGINT / SIGTERM stop the cells (SIGTERM to
 each). Used by every reproduction driver under reproductions/.
 """
 
@@ -186,6 +188,18 @@ class Runner:
         self._without_server(e)
     return self._server
 
+  def finished_earlier(self, cell) -> bool:
+    """Whether `cell` already ran to the end with the command it would run now: its status
+    says exit 0 for that very command line, and its metrics.csv has all `total_rounds`. (A
+    changed command, e.g. more rounds, starts the trainer, which resumes or extends the run.)"""
+    status = read_status(self.runs_dir, cell) or {}
+    if status.get('exit_code') != 0:
+      return False
+    if status.get('command') != shlex.join(self.command(cell, self.runs_dir)):
+      return False
+    rows = read_metrics(os.path.join(self.runs_dir, cell.name, 'metrics.csv'))
+    return last_round(rows) == self.total_rounds
+
   def _start(self, cell) -> _Running:
     command = self.command(cell, self.runs_dir)
     log = open(log_path(self.runs_dir, cell), 'a')  # closed in _finish
@@ -287,6 +301,10 @@ class Runner:
       while (pending or running) and self.stop_signal is None:
         while pending and len(running) < self.parallel:
           cell = pending.pop(0)
+          if self.finished_earlier(cell):
+            self.exit_codes[cell.name] = 0
+            print(f'finished earlier: {cell.name} ({status_path(self.runs_dir, cell)})', flush=True)
+            continue
           running[cell.name] = self._start(cell)
           print(f'started {cell.name} (log: {log_path(self.runs_dir, cell)})', flush=True)
         ended = False

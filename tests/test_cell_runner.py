@@ -122,7 +122,9 @@ def test_a_killed_driver_leaves_no_trainer_running(tmp_path):
     assert _gone(pid, 60), f'{cell} (pid {pid}) outlived its driver'
 
 
-def test_without_the_server_each_cell_is_a_new_process(tmp_path):
+def test_without_the_server_each_cell_is_a_new_process_and_a_finished_cell_is_not_restarted(
+  tmp_path, capsys
+):
   from reproductions import cell_runner  # pylint: disable=g-import-not-at-top
 
   @dataclasses.dataclass(frozen=True)
@@ -130,11 +132,26 @@ def test_without_the_server_each_cell_is_a_new_process(tmp_path):
     name: str
 
   runs = tmp_path / 'runs'
-  command = lambda cell, runs_dir: trainer_processes.command(
-    ['--task=synthetic', '--total_rounds=2', f'--root_output_dir={runs_dir}']
-    + [f'--experiment_name={cell.name}', '--engine=inprocess']
+  command = lambda rounds: (
+    lambda cell, runs_dir: trainer_processes.command(
+      ['--task=synthetic', f'--total_rounds={rounds}', f'--root_output_dir={runs_dir}']
+      + [f'--experiment_name={cell.name}', '--engine=inprocess']
+    )
   )
-  runner = cell_runner.Runner([Cell('a')], str(runs), 1, command, 2, preload=False)
+  runner = cell_runner.Runner([Cell('a')], str(runs), 1, command(2), 2, preload=False)
   assert runner.run() is None
   assert runner.exit_codes == {'a': 0}
   assert (runs / 'a' / 'metrics.csv').read_text().count('\n') == 3  # header + 2 rounds
+  # The same command again: the cell ended with it, so no trainer starts (a start appends a
+  # '# <time> <command>' line to the cell's log and rewrites its status).
+  files = {name: (runs / name).read_text() for name in ('a.log', 'a.status.json')}
+  capsys.readouterr()
+  again = cell_runner.Runner([Cell('a')], str(runs), 1, command(2), 2, preload=False)
+  assert again.run() is None and again.exit_codes == {'a': 0}
+  assert f'finished earlier: a ({runs / "a.status.json"})' in capsys.readouterr().out
+  assert {name: (runs / name).read_text() for name in files} == files
+  # Another command (one more round): the trainer starts and extends the run.
+  longer = cell_runner.Runner([Cell('a')], str(runs), 1, command(3), 3, preload=False)
+  assert longer.run() is None and longer.exit_codes == {'a': 0}
+  assert (runs / 'a' / 'metrics.csv').read_text().count('\n') == 4
+  assert (runs / 'a.log').read_text().count('\n# ') == 1  # two attempts: the first line + one
