@@ -381,22 +381,13 @@ def base_dir() -> str:
   return os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
 
 
-def shown_path(path: str) -> str:
-  """`path` as a table or command line quotes it: relative to the directory the driver was run
-  from (`publish.base_dir()`) when it lies under it, so no machine's own paths are committed."""
-  base = publish.base_dir()
-  if os.path.isabs(path) and (path + os.sep).startswith(base + os.sep):
-    return os.path.relpath(path, base)
-  return path
-
-
 def shown_command(argv: list[str]) -> str:
   """A trainer command as a table quotes it, for a reader to paste: the interpreter and every
-  flag's path value through `shown_path`."""
+  flag's path value through `publish.shown_path`."""
 
   def shown(arg: str) -> str:
     name, equals, value = arg.partition('=') if arg.startswith('--') else ('', '', arg)
-    return f'{name}{equals}{shown_path(value)}'
+    return f'{name}{equals}{publish.shown_path(value)}'
 
   return shlex.join([shown(a) for a in argv])
 
@@ -406,7 +397,7 @@ def command_line(bazel_target: str) -> str:
   args = [shlex.quote(a) for a in sys.argv[1:]]
   if 'BUILD_WORKSPACE_DIRECTORY' in os.environ:
     return ' '.join([f'bazel run {bazel_target} --', *args])
-  python = shown_path(sys.executable)
+  python = publish.shown_path(sys.executable)
   spec = getattr(sys.modules['__main__'], '__spec__', None)
   prog = ['-m', spec.name] if spec is not None and spec.name else [shlex.quote(sys.argv[0])]
   return ' '.join([shlex.quote(python), *prog, *args])

@@ -51,11 +51,7 @@ atomic_output = outputs.atomic_output
 def figure_stamp() -> dict[str, str]:
   """A PNG's text chunks saying what wrote it: the command as typed (paths under the directory
   it was typed in shown relative to it), the date and the code version (`run.provenance`)."""
-  base = base_dir()
-  shown = [
-    os.path.relpath(a, base) if os.path.isabs(a) and a.startswith(base + os.sep) else a
-    for a in getattr(sys, 'orig_argv', sys.argv)
-  ]
+  shown = [shown_path(a) for a in getattr(sys, 'orig_argv', sys.argv)]
   return {
     'Source': shlex.join(shown),
     'Creation Time': datetime.datetime.now().isoformat(timespec='seconds'),
@@ -90,6 +86,15 @@ def repo_root() -> str:
 def base_dir() -> str:
   """Where relative paths start: the directory the command was typed in (also under `bazel run`)."""
   return os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
+
+
+def shown_path(path: str) -> str:
+  """`path` as a table, command line or figure quotes it: relative to the directory the driver
+  was run from (`base_dir()`) when it lies under it, so no machine's own paths are committed."""
+  base = base_dir()
+  if os.path.isabs(path) and (path + os.sep).startswith(base + os.sep):
+    return os.path.relpath(path, base)
+  return path
 
 
 def resolve(path: str) -> str:

@@ -434,7 +434,7 @@ def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[
     f'{FLAGS.rounds_per_eval} rounds and at the last; seed {FLAGS.seed}.',
     f'- Command: `{cell_runner.command_line("//reproductions/kim2024_delta_sgd:reproduce")}`',
     f'- Trainer command of each cell (here {cells[0].name if cells else "-"}; logs in '
-    f'`{cell_runner.shown_path(runs_dir)}/<cell>.log`): `{example}`',
+    f'`{publish.shown_path(runs_dir)}/<cell>.log`): `{example}`',
     f'- TF thread pools per trainer: '
     f'{", ".join(f"{n}={cell_runner.child_env()[n]}" for n in cell_runner.THREAD_VARIABLES)} (fixed for every cell: '
     'the thread count changes float summation order, hence the numbers).',
