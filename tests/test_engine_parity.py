@@ -31,6 +31,12 @@ states) to RTOL over 5. fmnist runs with client learning rate 0.01: at the task'
 the CNN's early training amplifies ulps even without a switch;
 `test_fmnist_at_its_default_rate_is_sensitive_to_one_ulp` shows that a one-ulp change of the
 initial model moves one engine's round-5 evaluation by more than RTOL at that rate.
+
+TFF's runtime on several workers: on synthetic, one configuration of each algorithm (ON_TWO_WORKERS,
+and FedPA) also runs on two of TFF's local workers (`runtime.local_workers_execution(2)`), which
+needs its learning process in TFF's mergeable form; that run is held to the one-worker run to
+WORKERS_RTOL (measured 9.2e-8: two workers only reorder the aggregation's float sums; see
+tests/test_remote_workers.py for workers as processes of their own, faults and the trainer).
 """
 
 import csv
@@ -48,6 +54,7 @@ from tests.metrics_close import central_test
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import optimizers
+from tff_adaptive import runtime
 from tff_adaptive import tasks
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import sampling
@@ -69,6 +76,16 @@ CONFIGS = [('fedopt', name) for name in server_optimizers.SERVER_OPTIMIZERS] + [
   ('adafedadam', 'adaadam'),
 ]
 IDS = [f'{a}-{s}' for a, s in CONFIGS]
+# One configuration per algorithm also runs on two TFF workers (synthetic; module docstring).
+ON_TWO_WORKERS = {
+  ('fedopt', 'adam'),
+  ('scaffold', 'sgd'),
+  ('fedprox', 'sgd'),
+  ('fednova', 'sgd'),
+  ('qfedavg', 'sgd'),
+  ('adafedadam', 'adaadam'),
+}
+WORKERS_RTOL = 1e-6  # measured 9.2e-8
 
 
 def _task(name):
@@ -180,6 +197,15 @@ def _train_algorithm(task, algorithm, engine_name, output_dir, rounds=None):
   return rows, client_eval
 
 
+def _assert_two_workers_give(tff_rows, train_tff, n_examples):
+  """`train_tff()`, a run on engine tff, on two of TFF's local workers writes `tff_rows` (the
+  one-worker run's metrics.csv) to WORKERS_RTOL."""
+  with runtime.local_workers_execution(2) as execution:
+    spread, _ = train_tff()
+  assert execution.calls_made >= 2 * len(tff_rows)  # the rounds ran on the workers
+  _assert_rows_close(tff_rows, spread, n_examples=n_examples, rtol=WORKERS_RTOL)
+
+
 @pytest.mark.parametrize('task_name', ['synthetic', 'fmnist'])
 @pytest.mark.parametrize('algorithm,server', CONFIGS, ids=IDS)
 def test_both_engines_write_the_same_metrics(tasks_by_name, task_name, algorithm, server, tmp_path):
@@ -191,6 +217,12 @@ def test_both_engines_write_the_same_metrics(tasks_by_name, task_name, algorithm
   smallest_client = min(len(c['y']) for c in task.client_test.values())
   _assert_rows_close(tff_rows, in_rows, n_examples=smallest_client)
   _assert_rows_close(tff_clients, in_clients, n_examples=smallest_client)
+  if task_name == 'synthetic' and (algorithm, server) in ON_TWO_WORKERS:
+    _assert_two_workers_give(
+      tff_rows,
+      lambda: _train(task, algorithm, server, 'tff', tmp_path / 'two_workers'),
+      smallest_client,
+    )
 
 
 # Client optimizers (Kim et al. 2024) under FedAvg with uniform weights, one under SCAFFOLD
@@ -281,6 +313,12 @@ def test_both_engines_agree_for_fedpa(tasks_by_name, task_name, tmp_path):
   assert len(rows['tff']) == len(rows['inprocess']) == (rounds or ROUNDS[task_name])
   _assert_rows_close(rows['tff'], rows['inprocess'], n_examples=smallest_client)
   _assert_rows_close(clients['tff'], clients['inprocess'], n_examples=smallest_client)
+  if task_name == 'synthetic':
+    _assert_two_workers_give(
+      rows['tff'],
+      lambda: _train_algorithm(task, algorithm, 'tff', tmp_path / 'two_workers'),
+      smallest_client,
+    )
 
 
 def test_fmnist_at_its_default_rate_is_sensitive_to_one_ulp(tasks_by_name, tmp_path):

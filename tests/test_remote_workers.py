@@ -17,9 +17,10 @@
 * An unreachable worker at start: exit code 2, one line naming it, nothing written.
 * `run.worker`: serves only its address (its worker_binary in a private network namespace),
   stops on SIGINT/SIGTERM with exit code 0, and its worker_binary dies with it even on SIGKILL.
-* Every algorithm's learning process (FedOpt/FedAdam, SCAFFOLD, FedProx, FedNova, q-FedAvg,
-  AdaFedAdam, FedPA) compiles to TFF's mergeable form and gives the one-worker metrics on two
-  workers (synthetic, through the training loop in this process).
+* Three local workers merge in worker order: two runs are bit-identical. (That every
+  algorithm's learning process compiles to TFF's mergeable form and gives the one-worker
+  metrics on two workers is held in tests/test_engine_parity.py, beside the one-worker run it
+  is compared with.)
 * The library: `runtime.local_workers_execution` in a user's own TFF code.
 
 No worker_binary is left behind (each test checks its own; tools/test.sh checks the suite).
@@ -387,32 +388,9 @@ def test_worker_bad_flags_fail_in_one_line(flags, message):
   assert len(lines) == 1 and lines[0].startswith('worker: error: ') and message in lines[0], lines
 
 
-ALGORITHMS = [
-  ('fedopt', 'adam'),
-  ('scaffold', 'sgd'),
-  ('fedprox', 'sgd'),
-  ('fednova', 'sgd'),
-  ('qfedavg', 'sgd'),
-  ('adafedadam', 'adaadam'),
-]
-
-
 @pytest.fixture(scope='module')
 def synthetic():
   return engine_parity._task('synthetic')  # pylint: disable=protected-access
-
-
-@pytest.mark.parametrize('algorithm,server', ALGORITHMS, ids=[a for a, _ in ALGORITHMS])
-def test_every_algorithm_runs_on_two_workers(synthetic, algorithm, server, tmp_path):
-  # The suite's session context (conftest) is one local worker.
-  local, _ = engine_parity._train(synthetic, algorithm, server, 'tff', tmp_path / 'local')  # pylint: disable=protected-access
-  with runtime.local_workers_execution(2) as execution:
-    spread, _ = engine_parity._train(synthetic, algorithm, server, 'tff', tmp_path / 'two')  # pylint: disable=protected-access
-  assert (
-    execution.calls_made >= 2 * engine_parity.ROUNDS['synthetic']
-  )  # the rounds ran on the workers
-  assert local[-1]['eval_loss'] != local[0]['eval_loss']
-  assert_rows_close(local, spread, rtol=RTOL)
 
 
 def test_three_workers_merge_in_worker_order(synthetic, tmp_path):
@@ -423,35 +401,6 @@ def test_three_workers_merge_in_worker_order(synthetic, tmp_path):
     with runtime.local_workers_execution(3):
       runs.append(engine_parity._train(synthetic, 'fedopt', 'adam', 'tff', tmp_path / name)[0])  # pylint: disable=protected-access
   assert _without_timing(runs[0]) == _without_timing(runs[1])
-
-
-def test_fedpa_runs_on_two_workers(synthetic, tmp_path):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-
-  from tff_adaptive import algorithms  # pylint: disable=g-import-not-at-top
-
-  defaults = synthetic.defaults
-  client = algorithms.ClientTrainingConfig(
-    engine_parity.client_optimizers.ClientOptimizerConfig('sgd', defaults.client_learning_rate),
-    batch_size=defaults.client_batch_size,
-    epochs=3,
-  )
-
-  def run(name):
-    algorithm = algorithms.build_fedpa(
-      lambda: synthetic.model_fn(1),
-      client,
-      tff.learning.optimizers.build_sgdm(0.5),
-      fedpa=algorithms.FedPAHParams(burnin_rounds=2, shrinkage=0.1),
-    )
-    return engine_parity._train_algorithm(synthetic, algorithm, 'tff', tmp_path / name)[0]  # pylint: disable=protected-access
-
-  local = run('local')
-  with runtime.local_workers_execution(2) as execution:
-    spread = run('two')
-  assert execution.calls_made >= 2 * engine_parity.ROUNDS['synthetic']
-  assert float(spread[-1]['client_delta_correction_mean']) > 0  # FedPA's rounds ran
-  assert_rows_close(local, spread, rtol=RTOL)
 
 
 def test_library_use_in_a_users_tff_code():
