@@ -376,11 +376,6 @@ def run_cells(
   return None, failed, runner
 
 
-def base_dir() -> str:
-  """Where relative paths start: the directory the command was typed in (also under `bazel run`)."""
-  return os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
-
-
 def shown_command(argv: list[str]) -> str:
   """A trainer command as a table quotes it, for a reader to paste: the interpreter and every
   flag's path value through `publish.shown_path`."""

@@ -312,7 +312,7 @@ def _main(argv: list[str]) -> int:
   except ValueError as e:
     raise UsageError(str(e)) from None
   cells = build_cells()
-  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  runs_dir = publish.resolve(FLAGS.runs_dir)
   out = publish.output_from_flags(
     'reproductions.alshedivat2021_fedpa.reproduce_fmnist', FLAGS, SETTINGS
   )

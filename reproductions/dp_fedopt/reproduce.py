@@ -421,7 +421,7 @@ def _main(argv: list[str]) -> int:
   logging.set_verbosity(logging.WARNING)
   cell_runner.check_driver_flags(FLAGS, argv)
   cells = build_cells()
-  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  runs_dir = publish.resolve(FLAGS.runs_dir)
   out = publish.output_from_flags('reproductions.dp_fedopt.reproduce', FLAGS, SETTINGS)
   return cell_runner.drive('reproduce', FLAGS, cells, runs_dir, out, trainer_command, write_report)
 

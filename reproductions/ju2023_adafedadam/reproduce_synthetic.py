@@ -450,7 +450,7 @@ def _main(argv: list[str]) -> int:
     elif FLAGS.engine == 'vectorised':
       runs_dir = VECTORISED_RUNS_DIR
   default_out = None if FLAGS['out'].present else os.path.join(runs_dir, 'report')
-  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), runs_dir))
+  runs_dir = publish.resolve(runs_dir)
   out = publish.output_from_flags(
     'reproductions.ju2023_adafedadam.reproduce_synthetic',
     FLAGS,

@@ -385,7 +385,7 @@ def _main(argv: list[str]) -> int:
   if FLAGS.clients_per_chunk < 1:
     raise UsageError(f'--clients_per_chunk must be >= 1, got {FLAGS.clients_per_chunk}')
   cells = build_cells()
-  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  runs_dir = publish.resolve(FLAGS.runs_dir)
   out = publish.output_from_flags('reproductions.ju2023_adafedadam.settings_study', FLAGS, SETTINGS)
   return cell_runner.drive(
     'settings_study', FLAGS, cells, runs_dir, out, trainer_command, write_report

@@ -561,7 +561,7 @@ def _main(argv: list[str]) -> int:
   cells = build_cells()
   if not cells:
     raise UsageError('no cells: give --rows or --fedadam_rows')
-  runs_dir = os.path.abspath(os.path.join(cell_runner.base_dir(), FLAGS.runs_dir))
+  runs_dir = publish.resolve(FLAGS.runs_dir)
   out = publish.output_from_flags('reproductions.kim2024_delta_sgd.reproduce', FLAGS, SETTINGS)
   if FLAGS.dry_run:
     for cell in cells:
