@@ -21,6 +21,9 @@ import numpy as np
 
 RTOL = 1e-5
 ATOL = 1e-6
+# One run on several TFF workers against the same run on one: the workers only reorder the
+# aggregation's float sums. Measured: 9.2e-8 (synthetic), 1.6e-7 (fmnist).
+WORKERS_RTOL = 1e-6
 CENTRAL_EXAMPLES = {'fmnist': 2000}
 
 

@@ -43,6 +43,7 @@ import pytest
 
 from tests import test_engine_parity as engine_parity  # its runs: the same through the loop
 from tests import trainer_processes
+from tests.metrics_close import WORKERS_RTOL
 from tests.metrics_close import assert_rows_close
 from tff_adaptive import runtime
 from tff_adaptive.runtime import remote
@@ -51,7 +52,6 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
 RUN_TIMEOUT_S = 300
 ROUNDS = 5
-RTOL = 1e-6  # measured: 9.2e-8 (synthetic), 1.6e-7 (fmnist)
 TASK_ARGS = {
   'synthetic': ['--task=synthetic', '--clients_per_round=6'],
   'fmnist': [
@@ -218,8 +218,8 @@ def test_workers_write_the_local_runs_metrics(task, tmp_path, workers):
   smallest = 1 if task == 'synthetic' else 10  # fewest test examples of a client (an upper bound)
   for name in ('local_workers', 'workers'):
     rows, clients = outputs[name]
-    worst = assert_rows_close(local_rows, rows, n_examples=smallest, rtol=RTOL)
-    assert_rows_close(local_clients, clients, n_examples=smallest, rtol=RTOL)
+    worst = assert_rows_close(local_rows, rows, n_examples=smallest, rtol=WORKERS_RTOL)
+    assert_rows_close(local_clients, clients, n_examples=smallest, rtol=WORKERS_RTOL)
     print(f'{task} {name}: largest relative difference {worst:.2g}')
   # Same worker count, same split: the two multi-worker runs are bit-identical.
   assert _without_timing(outputs['local_workers'][0]) == _without_timing(outputs['workers'][0])
