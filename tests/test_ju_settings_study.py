@@ -164,4 +164,4 @@ def test_the_settings_study_driver(tmp_path):
   dry = run([sys.executable, *entry['command'].split()[1:], '--dry_run'], cwd=REPO)
   assert dry.returncode == 0, dry.stderr
   assert dry.stdout.splitlines()[-1] == f'# then the table and figure into {REPO}/{entry["out"]}'
-  assert len([l for l in dry.stdout.splitlines() if 'run.federated_trainer' in l]) == 24
+  assert len([l for l in dry.stdout.splitlines() if 'run.federated_trainer' in l]) == 36
