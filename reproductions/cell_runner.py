@@ -1,7 +1,9 @@
 """Runs the cells of a reproduction: one `run.federated_trainer` process per cell, a few at once.
 
 The trainers are forked from one process that has imported TensorFlow and TFF (`run.preload`;
-about 10 CPU-s saved per cell); `Runner(preload=False)` starts each as a new process.
+about 10 CPU-s saved per cell): the server named by `run.preload.SERVER_VARIABLE` in the
+environment where there is one for the trainers' environment (the tests start drivers so),
+else one of the driver's own; `Runner(preload=False)` starts each as a new process.
 
 Each cell (anything with a `name`) is a trainer command with `--root_output_dir=<runs_dir>
 --experiment_name=<cell>`; its stdout and stderr are appended to `<runs_dir>/<cell>.log` and its
@@ -183,7 +185,9 @@ class Runner:
     """The server the trainers are forked from (started on first use), None without one."""
     if self._server is None and self.preload:
       try:
-        self._server = preload.Preloaded([TRAINER], env=self.env)
+        self._server = preload.Preloaded.shared([TRAINER], env=self.env) or preload.Preloaded(
+          [TRAINER], env=self.env
+        )
       except preload.ServerError as e:
         self._without_server(e)
     return self._server

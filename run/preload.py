@@ -17,6 +17,15 @@ context afresh (the import-time one keeps its event loop on a thread that a fork
 Variables read while importing (TF_CPP_MIN_LOG_LEVEL, PYTHON*, ...) are fixed when the server
 starts: `popen` refuses an environment that differs in them.
 
+One server can serve several processes: `Preloaded(..., shareable=True)` listens on a Unix socket
+(`address`); a process started with that address in its environment (`SERVER_VARIABLE`), e.g. a
+reproduction driver started by the tests, gets it from `Preloaded.shared(modules, env)` instead
+of starting a server of its own (which costs the same ~10 CPU-s of imports again), provided the
+server preloaded those modules with the same import-time variables; `shared` returns None
+otherwise, and the caller starts its own. A sharing process's `close()` (or its death) ends only
+its connection: its children that asked for a `death_signal` get that signal then, as they would
+when a server of its own ended; the server ends with the process that started it.
+
 The children are the server's, not the caller's: the server reports each exit (status and CPU
 time) over its socket; a child outlives the server only like a `subprocess.Popen` child outlives
 its parent (pass `death_signal` to tie it). The server exits when its caller closes it or dies;
@@ -31,6 +40,7 @@ import json
 import os
 import runpy
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,7 +53,7 @@ import traceback
 from run import autograph_cache  # imports TensorFlow's AutoGraph only where TF is imported
 from tff_adaptive.runtime import worker_process  # no TensorFlow import
 
-__all__ = ['Preloaded', 'Process', 'ServerError']
+__all__ = ['SERVER_VARIABLE', 'Preloaded', 'Process', 'ServerError']
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,6 +61,9 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _IMPORT_TIME_PREFIXES = ('TF_', 'TENSORFLOW', 'PYTHON', 'CUDA', 'XLA', 'OMP_', 'OPENBLAS', 'MKL')
 _PER_CHILD = frozenset({'PYTHONUNBUFFERED'})  # the child builds its stdio itself
 _NO_AUTOGRAPH = '--no_autograph_cache'  # the server's option: Preloaded(share_autograph=False)
+_LISTEN = '--listen='  # the server's option: Preloaded(shareable=True), the socket's path
+# The address of a shareable server, in the environment of the processes that may share it.
+SERVER_VARIABLE = 'RUN_PRELOAD_SERVER'
 
 
 class ServerError(RuntimeError):
@@ -158,13 +171,17 @@ def _run_child(request: dict, fds: list[int]) -> None:  # pragma: no cover (fork
     os._exit(code & 0xFF)  # pylint: disable=protected-access
 
 
-def serve(sock: socket.socket, modules: list[str], share_autograph: bool = True) -> None:
+def serve(
+  sock: socket.socket, modules: list[str], share_autograph: bool = True, listen: str | None = None
+) -> None:
   """The server's loop: import `modules`, then fork on each request until the socket closes.
 
   With `share_autograph`, what AutoGraph converts in a child is converted here before the next
-  fork, so that later children find it done (`run.autograph_cache`).
+  fork, so that later children find it done (`run.autograph_cache`). With `listen` (a path),
+  other processes may connect there and make requests too (`Preloaded.shared`).
   """
   programs = set(modules)
+  environment = import_time_env(os.environ)  # as started (an import may set some)
   for name in modules:
     __import__(name)
   for name in programs:  # a program runs as __main__ in the child, not as its module
@@ -174,18 +191,36 @@ def serve(sock: socket.socket, modules: list[str], share_autograph: bool = True)
       delattr(sys.modules[package], leaf)
   if _runtime_started():
     raise ServerError(f'importing {modules} started the TensorFlow runtime; cannot fork safely')
-  record = None
+  record = listener = None
   if share_autograph and autograph_cache.available():
     handle, record = tempfile.mkstemp(prefix='preload-autograph-', suffix='.jsonl')
     os.close(handle)
   try:
-    _serve_requests(sock, record)
+    if listen:
+      listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+      listener.bind(listen)
+      listener.listen()
+    ready = {'ready': os.getpid(), 'modules': sorted(programs), 'env': environment}
+    _serve_requests(sock, listener, ready, record)
   finally:
     if record:
       os.remove(record)
+    if listener is not None:
+      listener.close()
+      os.remove(listen)
 
 
-def _serve_requests(sock: socket.socket, record: str | None) -> None:
+def _send_if_open(sock: socket.socket, message: dict) -> None:
+  """Sends to a sharing process, which may have ended meanwhile."""
+  try:
+    _send(sock, message)
+  except OSError:
+    pass
+
+
+def _serve_requests(
+  owner: socket.socket, listener: socket.socket | None, ready: dict, record: str | None
+) -> None:
   done = set()  # the lines of `record` already read
   converted = lines = 0  # functions converted here so far; lines the children recorded
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's, not the server's, to act on
@@ -194,11 +229,15 @@ def _serve_requests(sock: socket.socket, record: str | None) -> None:
   os.set_blocking(wake_w, False)
   signal.set_wakeup_fd(wake_w)
   signal.signal(signal.SIGCHLD, lambda *_: None)
-  children = {}  # pid -> the number of its request (pids are reused; request numbers are not)
+  callers = [owner]  # the process that started the server, then those sharing it
+  # pid -> (the number of its request, its caller, its death signal); pids are reused, request
+  # numbers are not.
+  children = {}
   requests = 0
-  _send(sock, {'ready': os.getpid()})
+  _send(owner, ready)
   while True:
-    readable, _, _ = select.select([sock, wake_r], [], [])
+    waiting = [*callers, wake_r, *([] if listener is None else [listener])]
+    readable, _, _ = select.select(waiting, [], [])
     if wake_r in readable:
       while True:
         try:
@@ -210,13 +249,37 @@ def _serve_requests(sock: socket.socket, record: str | None) -> None:
       pid, status, usage = os.wait4(-1, os.WNOHANG)
       if not pid:
         break
-      number = children.pop(pid)
+      number, caller, _ = children.pop(pid)
       cpu_s = usage.ru_utime + usage.ru_stime
-      _send(sock, {'exit': number, 'code': os.waitstatus_to_exitcode(status), 'cpu_s': cpu_s})
-    if sock in readable:
-      data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
+      message = {'exit': number, 'code': os.waitstatus_to_exitcode(status), 'cpu_s': cpu_s}
+      if caller is owner:
+        _send(owner, message)
+      elif caller in callers:
+        _send_if_open(caller, message)
+    if listener is not None and listener in readable:
+      caller, _ = listener.accept()
+      callers.append(caller)
+      _send_if_open(caller, ready)
+    for caller in [c for c in callers if c in readable]:
+      try:
+        data, fds, _, _ = socket.recv_fds(caller, 1 << 20, 3)
+      except OSError:
+        if caller is owner:
+          raise
+        data, fds = b'', []
       if not data:  # the caller closed the socket or died
-        return
+        if caller is owner:
+          return
+        # As if its own server had ended: its children that asked for a death signal get it.
+        callers.remove(caller)
+        caller.close()
+        for pid, (_, of, death_signal) in children.items():
+          if of is caller and death_signal:
+            try:
+              os.kill(pid, death_signal)
+            except ProcessLookupError:
+              pass
+        continue
       request = {**json.loads(data), 'server_pid': os.getpid(), 'autograph_record': record}
       if record:
         now, lines = autograph_cache.convert_recorded(record, done)
@@ -230,21 +293,21 @@ def _serve_requests(sock: socket.socket, record: str | None) -> None:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python starts
-        for fd in (wake_r, wake_w, sock.fileno()):
+        for fd in (wake_r, wake_w, *(c.fileno() for c in callers)):
           os.close(fd)
+        if listener is not None:
+          os.close(listener.fileno())
         _run_child(request, fds)
       for fd in fds:
         os.close(fd)
       requests += 1
-      children[pid] = requests
-      _send(
-        sock,
-        {
-          'started': pid,
-          'number': requests,
-          'autograph': {'converted': converted, 'recorded': lines},
-        },
-      )
+      children[pid] = (requests, caller, request['death_signal'])
+      started = {
+        'started': pid,
+        'number': requests,
+        'autograph': {'converted': converted, 'recorded': lines},
+      }
+      (_send if caller is owner else _send_if_open)(caller, started)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,14 +379,26 @@ class Process:
 
 
 class Preloaded:
-  """A server that has imported `modules` and forks a child per `popen`; `close()` stops it."""
+  """A server that has imported `modules` and forks a child per `popen`; `close()` stops it.
+
+  With `shareable`, other processes may use it too: start them with `address` in their
+  environment as `SERVER_VARIABLE`; they get it from `Preloaded.shared`.
+  """
 
   def __init__(
-    self, modules, env=None, start_timeout_s: float = 300.0, share_autograph: bool = True
+    self,
+    modules,
+    env=None,
+    start_timeout_s: float = 300.0,
+    share_autograph: bool = True,
+    shareable: bool = False,
   ):
     self.modules = list(modules)
     self.env = dict(os.environ if env is None else env)
-    self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    self._dir = tempfile.mkdtemp(prefix='preload-') if shareable else None
+    # Where a shareable server listens (None if it does not): a path in a folder of our own.
+    self.address = os.path.join(self._dir, 'server') if shareable else None
+    sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     self._server = subprocess.Popen(  # pylint: disable=consider-using-with
       [
         sys.executable,
@@ -331,6 +406,7 @@ class Preloaded:
         'run.preload',
         str(theirs.fileno()),
         *([] if share_autograph else [_NO_AUTOGRAPH]),
+        *([_LISTEN + self.address] if shareable else []),
         *self.modules,
       ],
       cwd=_REPO,
@@ -340,26 +416,76 @@ class Preloaded:
       process_group=0,  # a terminal's Ctrl-C reaches the caller, which decides what to stop
     )
     theirs.close()
+    sock.settimeout(start_timeout_s)
+    try:
+      ready = self._ready(sock)
+    except (OSError, ValueError) as e:
+      self._server.kill()
+      self._server.wait()
+      self._remove_dir()
+      raise ServerError(f'the preloading server did not start: {e}') from None
+    if ready is None or 'ready' not in ready:
+      self._server.wait()
+      self._remove_dir()
+      raise ServerError(f'the preloading server exited with {self._server.returncode}')
+    self._connected(sock, ready)
+
+  @classmethod
+  def shared(cls, modules, env=None, timeout_s: float = 30.0) -> 'Preloaded | None':
+    """The shareable server named by `SERVER_VARIABLE` in `env` (default: this process's),
+    if it preloaded `modules` with `env`'s import-time variables; None otherwise.
+
+    Closing it (or this process ending) ends this process's connection, not the server.
+    """
+    env = dict(os.environ if env is None else env)
+    address = env.get(SERVER_VARIABLE)
+    if not address:
+      return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.settimeout(timeout_s)
+    try:
+      sock.connect(address)
+      ready = cls._ready(sock)
+    except (OSError, ValueError):
+      sock.close()
+      return None
+    if (
+      not ready
+      or not set(modules) <= set(ready.get('modules', ()))
+      or ready.get('env') != import_time_env(env)
+    ):
+      sock.close()
+      return None
+    self = cls.__new__(cls)
+    self.modules = list(modules)
+    self.env = env
+    self._dir = self.address = self._server = None
+    self._connected(sock, ready)
+    return self
+
+  @staticmethod
+  def _ready(sock: socket.socket) -> dict | None:
+    data = sock.recv(1 << 20)
+    return json.loads(data) if data else None
+
+  def _connected(self, sock: socket.socket, ready: dict) -> None:
+    self._sock = sock
+    self._sock.settimeout(None)
+    self.pid = ready['ready']  # the server's
     self._cond = threading.Condition()
     self._exits: dict[int, tuple[int, float]] = {}
     self._started: list[tuple[int, int]] = []  # (pid, request number), in request order
     self._request_lock = threading.Lock()
     self._closed = False
-    # When the server forked its latest child: how many functions it had converted for AutoGraph
-    # and how many conversions its children had recorded (run.autograph_cache).
+    # When the server forked this caller's latest child: how many functions it had converted
+    # for AutoGraph and how many conversions its children had recorded (run.autograph_cache).
     self.autograph = {'converted': 0, 'recorded': 0}
-    self._sock.settimeout(start_timeout_s)
-    try:
-      ready = self._recv()
-    except (OSError, ValueError) as e:
-      self._server.kill()
-      raise ServerError(f'the preloading server did not start: {e}') from None
-    if ready is None or 'ready' not in ready:
-      self._server.wait()
-      raise ServerError(f'the preloading server exited with {self._server.returncode}')
-    self._sock.settimeout(None)
     self._reader = threading.Thread(target=self._read, daemon=True)
     self._reader.start()
+
+  def _remove_dir(self) -> None:
+    if self._dir is not None:
+      shutil.rmtree(self._dir, ignore_errors=True)
 
   def _recv(self):
     data = self._sock.recv(1 << 20)
@@ -469,17 +595,21 @@ class Preloaded:
     )
 
   def close(self) -> None:
-    """Stops the server (its running children go on, as a Popen child does)."""
+    """Stops the server (its running children go on, as a Popen child does); for a shared
+    one, ends this process's connection (its children with a death signal get it)."""
     try:
       self._sock.shutdown(socket.SHUT_RDWR)
     except OSError:
       pass
     self._sock.close()
+    if self._server is None:
+      return
     try:
       self._server.wait(30)
     except subprocess.TimeoutExpired:
       self._server.kill()
       self._server.wait()
+    self._remove_dir()
 
   def __enter__(self):
     return self
@@ -491,5 +621,11 @@ class Preloaded:
 if __name__ == '__main__':
   if len(sys.argv) < 3 or not sys.argv[1].isdigit():
     sys.exit('run.preload: the server of run.preload.Preloaded (started by it, not by hand)')
-  _names = [a for a in sys.argv[2:] if a != _NO_AUTOGRAPH]
-  serve(socket.socket(fileno=int(sys.argv[1])), _names, _NO_AUTOGRAPH not in sys.argv[2:])
+  _options = [a for a in sys.argv[2:] if a == _NO_AUTOGRAPH or a.startswith(_LISTEN)]
+  _listen = [a.removeprefix(_LISTEN) for a in _options if a.startswith(_LISTEN)]
+  serve(
+    socket.socket(fileno=int(sys.argv[1])),
+    [a for a in sys.argv[2:] if a not in _options],
+    _NO_AUTOGRAPH not in _options,
+    _listen[0] if _listen else None,
+  )

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests import trainer_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -39,11 +41,14 @@ sys.exit(code or (1 if failed else 0))
 """
 
 
-def _driver(runs_dir: pathlib.Path, rounds: int) -> subprocess.Popen:
+def _driver(runs_dir: pathlib.Path, rounds: int, shared: bool = True) -> subprocess.Popen:
+  """The driver, its trainers forked from this pytest process's server (`shared`) or from one
+  of its own."""
+  env = trainer_processes.env()
   return subprocess.Popen(  # pylint: disable=consider-using-with
     [sys.executable, '-c', _DRIVER.replace('ROUNDS', str(rounds)), str(runs_dir)],
     cwd=REPO,
-    env=trainer_processes.env(),
+    env=trainer_processes.driver_env(**env) if shared else env,
     stdin=subprocess.DEVNULL,
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
@@ -112,9 +117,12 @@ def test_ctrl_c_stops_each_cell_with_one_sigterm_and_a_rerun_resumes(tmp_path):
     assert re.search(rf'^Resuming .* after round {after}$', attempt, re.M), attempt
 
 
-def test_a_killed_driver_leaves_no_trainer_running(tmp_path):
+@pytest.mark.parametrize('shared', [False, True], ids=['own_server', 'shared_server'])
+def test_a_killed_driver_leaves_no_trainer_running(tmp_path, shared):
+  """Its own server ends with it, and so do the trainers forked from it (their death signal);
+  a shared server outlives it, and sends that signal to its trainers when its connection ends."""
   runs = tmp_path / 'runs'
-  driver = _driver(runs, rounds=100000)
+  driver = _driver(runs, rounds=100000, shared=shared)
   pids = _holders(runs, 'round 2/')
   driver.kill()
   driver.communicate(timeout=60)

@@ -128,7 +128,7 @@ def test_the_dp_study_driver(tmp_path):
     '--num_clients=100',
     '--clients_per_round=10',
   ]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=str(repo))
+  env = trainer_processes.driver_env()
   for _ in range(2):
     proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr

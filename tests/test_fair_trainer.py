@@ -15,6 +15,7 @@ import pytest
 import tensorflow_federated as tff
 
 from run import provenance
+from tests import trainer_processes
 from tests.test_trainer import experiment_in
 from tests.test_trainer import run_trainer
 from tff_adaptive import algorithms
@@ -258,7 +259,7 @@ def test_table5_driver_end_to_end(tmp_path):
     '--clients_per_round=5',
     '--rounds_per_eval=1',
   ]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=repo)
+  env = trainer_processes.driver_env()
 
   def run(args, cwd=tmp_path, timeout=600):
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

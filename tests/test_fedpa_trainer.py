@@ -15,6 +15,7 @@ import pytest
 from reproductions.alshedivat2021_fedpa import published as published_fedpa
 from run import provenance
 from run import summarize
+from tests import trainer_processes
 from tests.test_trainer import Trainer
 from tests.test_trainer import experiment_in
 from tests.test_trainer import run_trainer
@@ -287,7 +288,7 @@ def test_fmnist_comparison_driver(tmp_path):
     '--rounds_per_eval=1',
     '--parallel=2',
   ]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONPATH=str(REPO))
+  env = trainer_processes.driver_env()
   for _ in range(2):
     proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

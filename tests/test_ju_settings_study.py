@@ -18,6 +18,7 @@ from reproductions import publish
 from reproductions.ju2023_adafedadam import fairness_statistics as study
 from reproductions.ju2023_adafedadam.published import PUBLISHED
 from run import provenance
+from tests import trainer_processes
 from tff_adaptive import tasks
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -95,7 +96,7 @@ def test_the_settings_study_driver(tmp_path):
     '--rounds_per_eval=1',
     '--engine=inprocess',
   ]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=str(REPO))
+  env = trainer_processes.driver_env()
 
   def run(args, cwd=tmp_path, timeout=600):
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

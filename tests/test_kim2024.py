@@ -17,6 +17,7 @@ import pytest
 
 from reproductions import publish
 from run import provenance
+from tests import trainer_processes
 
 FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -36,7 +37,7 @@ def _run(module, *args, timeout=600, cwd=REPO):
     text=True,
     timeout=timeout,
     check=False,
-    env=dict(os.environ, PYTHONPATH=str(REPO)),
+    env=trainer_processes.driver_env(),
   )
 
 

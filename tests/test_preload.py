@@ -142,6 +142,73 @@ def test_children_with_a_death_signal_end_with_the_server(tmp_path):
     server.popen(PROGRAM, ['ok'], env=ENV)
 
 
+_SHARING = """
+import os, signal, subprocess, sys
+from run import preload
+PROGRAM = 'tests.preload_program'
+assert preload.Preloaded.shared([PROGRAM], env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '1'}) is None
+assert preload.Preloaded.shared(['run.federated_trainer']) is None  # not preloaded there
+server = preload.Preloaded.shared([PROGRAM])
+child = server.popen(PROGRAM, ['exit_with', '7'], stdout=subprocess.PIPE, text=True)
+print('child said', child.stdout.readline().strip(), flush=True)
+print('server', server.pid, 'exit', child.wait(30), 'cpu', child.cpu_s is not None, flush=True)
+if sys.argv[1] == 'close':
+  server.close()
+  sys.exit(0)
+waiting = server.popen(PROGRAM, ['wait_for_signal'], stdout=subprocess.PIPE,
+                       death_signal=signal.SIGTERM)
+waiting.stdout.readline()
+print('waiting', waiting.pid, flush=True)
+signal.pause()  # until the test kills this process
+"""
+
+
+def test_a_shareable_server_serves_other_processes_that_name_it(tmp_path):
+  """`Preloaded.shared` in another process: the server it names, if it preloaded the module with
+  the same import-time variables (None otherwise, and None without the variable); closing ends
+  only that connection; when the sharing process dies, its children that asked for a death
+  signal get it, and the server goes on serving."""
+  assert preload.Preloaded.shared([PROGRAM], env=ENV) is None  # no server named
+  with preload.Preloaded([PROGRAM], env=ENV, shareable=True) as server:
+    sharing_env = {**ENV, preload.SERVER_VARIABLE: server.address}
+    closing = subprocess.run(
+      [sys.executable, '-c', _SHARING, 'close'],
+      cwd=tmp_path,
+      env=sharing_env,
+      capture_output=True,
+      text=True,
+      timeout=60,
+    )
+    assert closing.returncode == 0, closing.stderr
+    assert closing.stdout.splitlines() == [
+      f"child said argv=['exit_with', '7'] cwd={tmp_path} var=x",
+      f'server {server.pid} exit 7 cpu True',
+    ]
+    sharing = subprocess.Popen(  # pylint: disable=consider-using-with
+      [sys.executable, '-c', _SHARING, 'die'],
+      cwd=tmp_path,
+      env=sharing_env,
+      stdout=subprocess.PIPE,
+      text=True,
+    )
+    lines = [sharing.stdout.readline() for _ in range(3)]
+    child_pid = int(lines[2].split()[1])
+    sharing.kill()
+    sharing.communicate(timeout=30)
+    assert _gone(child_pid, 10), f'child {child_pid} outlived the process that started it'
+    assert server._server.poll() is None  # pylint: disable=protected-access
+    (_, real_out, _), (code, out, _) = _both(server, ['exit3'], tmp_path)
+    assert code == 3 and out == real_out
+  assert not os.path.exists(server.address)  # the owner's close removes its socket
+
+
+def _gone(pid: int, timeout_s: float) -> bool:
+  deadline = time.monotonic() + timeout_s
+  while os.path.exists(f'/proc/{pid}') and time.monotonic() < deadline:
+    time.sleep(0.05)
+  return not os.path.exists(f'/proc/{pid}')
+
+
 def _metrics_without_timing(root: pathlib.Path) -> list:
   [experiment] = [p for p in root.iterdir() if p.is_dir()]
   with open(experiment / 'metrics.csv', newline='') as f:

@@ -21,6 +21,7 @@ from reproductions import publish
 from reproductions.reddi2021_fedopt import published
 from reproductions.reddi2021_fedopt import search
 from run import provenance
+from tests import trainer_processes
 from tff_adaptive.tasks.published import LOOP
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -37,7 +38,7 @@ def _run(*args, cwd, timeout=900):
     text=True,
     timeout=timeout,
     check=False,
-    env=dict(os.environ, PYTHONPATH=str(REPO)),
+    env=trainer_processes.driver_env(),
   )
 
 
@@ -349,6 +350,8 @@ def test_a_driver_killed_at_random_moments_ends_with_the_uninterrupted_tables(
     driver = subprocess.Popen(  # pylint: disable=consider-using-with
       [sys.executable, '-m', DRIVER, *GRID_ARGS],
       cwd=tmp_path,
+      # A server of its own, as the moments were drawn for (a shared one starts the cells
+      # ~10 s sooner); tests/test_cell_runner.py kills a driver that shares one.
       env=dict(os.environ, PYTHONPATH=str(REPO)),
       stdout=subprocess.DEVNULL,
       stderr=subprocess.DEVNULL,

@@ -9,7 +9,9 @@ once its flags are checked), and it does AutoGraph's conversions for the childre
 that needed them (`run.autograph_cache`; TEST_AUTOGRAPH_CACHE=0 turns that off). TEST_PRELOAD=0
 runs every trainer as `sys.executable -m run.federated_trainer` instead. The tests that check what a fresh `python -m` process does at
 start (TF's import-time logging, what a bad flag costs) start real processes themselves
-(`real=True`).
+(`real=True`). The reproduction drivers the tests start get `driver_env()`: their trainers are
+forked from a server of this pytest process too (`run.preload.Preloaded.shared`), not from one
+each driver would start and import TensorFlow and TFF into again.
 """
 
 import atexit
@@ -19,6 +21,7 @@ import re
 import subprocess
 import sys
 
+from reproductions import cell_runner
 from run import preload
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -60,9 +63,26 @@ def server(environment=None) -> preload.Preloaded:
   key = tuple(sorted(preload.import_time_env(environment).items()))
   if key not in _SERVERS:
     _SERVERS[key] = preload.Preloaded(
-      [TRAINER], env=environment, share_autograph=os.environ.get('TEST_AUTOGRAPH_CACHE') != '0'
+      [TRAINER],
+      env=environment,
+      share_autograph=os.environ.get('TEST_AUTOGRAPH_CACHE') != '0',
+      shareable=True,
     )
   return _SERVERS[key]
+
+
+def driver_env(**extra) -> dict:
+  """The environment of a reproduction driver (any `reproductions.cell_runner` user) started by a
+  test: TF's C++ INFO/WARNING quiet, the repository importable from anywhere, `extra`, and the
+  address of this process's server for its trainers' environment (`cell_runner.child_env`: TF's
+  pools pinned), which the driver then shares (TEST_PRELOAD=0: none; it starts its own)."""
+  environment = {**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2', 'PYTHONPATH': str(REPO), **extra}
+  if os.environ.get('TEST_PRELOAD', '1') == '0':
+    return environment
+  trainers = {**environment}
+  for name in cell_runner.THREAD_VARIABLES:
+    trainers.setdefault(name, '1')
+  return {**environment, preload.SERVER_VARIABLE: server(trainers).address}
 
 
 @atexit.register
