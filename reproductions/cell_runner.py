@@ -31,7 +31,6 @@ from typing import TextIO
 
 from reproductions import publish
 from run import preload
-from run import provenance
 from tff_adaptive.runtime import worker_process
 
 TRAINER = 'run.federated_trainer'
@@ -406,7 +405,7 @@ def stamp_line() -> str:
   """A report header's line with when and by which code it was written:
   `- Date: 2026-11-27T10:00:00; code version 1a2b3c4`."""
   date = datetime.datetime.now().isoformat(timespec='seconds')
-  return f'- Date: {date}; code version {provenance.code_version()}'
+  return f'- Date: {date}; code version {publish.code_version()}'
 
 
 def report_failures(program: str, failed: list, runner: Runner, runs_dir: str) -> None:

@@ -19,13 +19,15 @@ value); drivers print it and exit 2 before anything runs or is written. So a tri
 
 Every table and figure a driver writes goes through a temporary beside it and a rename
 (`atomic_output`, `save_figure`): a driver stopped mid-write (Ctrl-C, SIGKILL, a full disk)
-leaves the previous file whole, never half of a new one.
+leaves the previous file whole, never half of a new one. Each says which code wrote it:
+`code_version()`, the checkout's as the driver started (not as its own first outputs left it).
 """
 
 from collections.abc import Mapping
 from collections.abc import Sequence
 import contextlib
 import datetime
+import functools
 import hashlib
 import json
 import numbers
@@ -48,6 +50,18 @@ PUBLISH_HELP = (
 atomic_output = outputs.atomic_output
 
 
+@functools.cache
+def code_version() -> str:
+  """`run.provenance.code_version()` of this checkout as this module was first imported, i.e.
+  as the driver started. Asked again after the driver has rewritten a committed table, git would
+  count that table as an uncommitted change: a `--publish` rerun stamped its own report
+  '<commit> + uncommitted changes' when nothing but its outputs had changed."""
+  return provenance.code_version()
+
+
+code_version()  # at import, before the driver writes anything
+
+
 def figure_stamp() -> dict[str, str]:
   """A PNG's text chunks saying what wrote it: the command as typed (paths under the directory
   it was typed in shown relative to it), the date and the code version (`run.provenance`)."""
@@ -55,7 +69,7 @@ def figure_stamp() -> dict[str, str]:
   return {
     'Source': shlex.join(shown),
     'Creation Time': datetime.datetime.now().isoformat(timespec='seconds'),
-    'Software': f'tff-adaptive, code version {provenance.code_version()}',
+    'Software': f'tff-adaptive, code version {code_version()}',
   }
 
 

@@ -77,6 +77,19 @@ def test_a_png_says_which_command_date_and_code_version_wrote_it(tmp_path, monke
   assert text['Title'] == 'Fig. 1'  # the caller's own keys are kept
 
 
+def test_tables_and_figures_name_the_code_version_the_driver_started_with(monkeypatch):
+  """A --publish rerun rewrites tracked tables before it stamps the last one: git, asked then,
+  counts them as uncommitted changes (the settings study's report once said '9ffdaf8 +
+  uncommitted changes' of a clean checkout). The stamps keep the version of the driver's start."""
+  from reproductions import cell_runner  # pylint: disable=g-import-not-at-top
+
+  at_start = publish.code_version()
+  monkeypatch.setattr(provenance, 'code_version', lambda root=None: 'abc1234 + uncommitted changes')
+  assert publish.code_version() == at_start
+  assert publish.figure_stamp()['Software'] == f'tff-adaptive, code version {at_start}'
+  assert cell_runner.stamp_line().endswith(f'; code version {at_start}')
+
+
 def test_drivers_write_tables_and_figures_only_through_publish():
   """A driver stopped mid-write (Ctrl-C, SIGKILL, a full disk) must not leave half a table:
   no driver module opens a file for writing or saves a figure except through publish."""
