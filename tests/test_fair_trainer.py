@@ -353,5 +353,20 @@ def test_table5_driver_end_to_end(tmp_path):
     and f'--root_output_dir={tmp_path}/runs/ju_table5_leaf ' in l
     for l in trainers
   ), trainers
-  refused = run([*command, '--data_set=leaf', '--publish'])
-  assert refused.returncode == 2 and "no 'reproduce_synthetic_leaf' in" in refused.stderr
+  refused = run([*command, '--data_set=synthetic_iid', '--publish'])
+  assert refused.returncode == 2 and "no 'reproduce_synthetic_synthetic_iid' in" in refused.stderr
+  refused = run([*command, '--data_set=leaf', '--publish'])  # its entry, other settings
+  assert refused.returncode == 2
+  assert (
+    refused.stderr.strip()
+    .splitlines()[-1]
+    .startswith('reproduce_synthetic: error: --publish: not the committed settings')
+  ), refused.stderr
+  assert '--rounds=2 (committed: 1000)' in refused.stderr
+  # LEAF's documented publish command (README, publish.json) is accepted as is (--dry_run).
+  with open(os.path.join(committed_dir, 'publish.json')) as f:
+    leaf = json.load(f)['reproduce_synthetic_leaf']
+  assert leaf['command'] in readme
+  dry = run([sys.executable, '-m', *leaf['command'].split()[2:], '--dry_run'], cwd=repo)
+  assert dry.returncode == 0, dry.stderr
+  assert dry.stdout.splitlines()[-1] == f'# then the tables and figures into {repo}/{leaf["out"]}'
