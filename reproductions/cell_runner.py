@@ -84,8 +84,9 @@ def read_status(runs_dir: str, cell) -> dict | None:
 THREAD_VARIABLES = ('TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS')
 
 
-def child_env() -> dict[str, str]:
-  """The trainers' environment: TF's thread pools pinned to one thread each, whatever --parallel.
+def child_env(environ=None) -> dict[str, str]:
+  """The trainers' environment (`environ`, default this process's): TF's thread pools pinned to
+  one thread each, whatever --parallel.
 
   TF 2.14 honours TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS (measured on this 2-core
   machine: a loop of 1500x1500 matmuls took 1.7-1.9 s with TF's default pools, 3.1-3.2 s with
@@ -99,7 +100,7 @@ def child_env() -> dict[str, str]:
   round either way). Values set in the caller's environment are kept (and stated in the
   tables' header).
   """
-  env = dict(os.environ)
+  env = dict(os.environ if environ is None else environ)
   for name in THREAD_VARIABLES:
     env.setdefault(name, '1')
   return env

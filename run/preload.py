@@ -234,6 +234,14 @@ def _serve_requests(
   # numbers are not.
   children = {}
   requests = 0
+
+  def reply(caller: socket.socket, message: dict) -> None:
+    # The owner's socket failing ends the server; a sharer may have gone meanwhile.
+    if caller is owner:
+      _send(owner, message)
+    elif caller in callers:
+      _send_if_open(caller, message)
+
   _send(owner, ready)
   while True:
     waiting = [*callers, wake_r, *([] if listener is None else [listener])]
@@ -251,11 +259,7 @@ def _serve_requests(
         break
       number, caller, _ = children.pop(pid)
       cpu_s = usage.ru_utime + usage.ru_stime
-      message = {'exit': number, 'code': os.waitstatus_to_exitcode(status), 'cpu_s': cpu_s}
-      if caller is owner:
-        _send(owner, message)
-      elif caller in callers:
-        _send_if_open(caller, message)
+      reply(caller, {'exit': number, 'code': os.waitstatus_to_exitcode(status), 'cpu_s': cpu_s})
     if listener is not None and listener in readable:
       caller, _ = listener.accept()
       callers.append(caller)
@@ -302,12 +306,14 @@ def _serve_requests(
         os.close(fd)
       requests += 1
       children[pid] = (requests, caller, request['death_signal'])
-      started = {
-        'started': pid,
-        'number': requests,
-        'autograph': {'converted': converted, 'recorded': lines},
-      }
-      (_send if caller is owner else _send_if_open)(caller, started)
+      reply(
+        caller,
+        {
+          'started': pid,
+          'number': requests,
+          'autograph': {'converted': converted, 'recorded': lines},
+        },
+      )
 
 
 # ---------------------------------------------------------------------------------------------

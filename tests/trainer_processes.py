@@ -79,9 +79,7 @@ def driver_env(**extra) -> dict:
   environment = {**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2', 'PYTHONPATH': str(REPO), **extra}
   if os.environ.get('TEST_PRELOAD', '1') == '0':
     return environment
-  trainers = {**environment}
-  for name in cell_runner.THREAD_VARIABLES:
-    trainers.setdefault(name, '1')
+  trainers = cell_runner.child_env(environment)  # what the driver's cell runner gives them
   return {**environment, preload.SERVER_VARIABLE: server(trainers).address}
 
 
