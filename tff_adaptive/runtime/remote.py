@@ -97,6 +97,47 @@ _KEEPALIVE_OPTIONS = (('grpc.keepalive_time_ms', 360_000), ('grpc.keepalive_time
 _ANNOUNCE = re.compile(r' on (\S+):(\d+) \(')
 
 
+_GRPC_DIR = os.path.dirname(grpc.__file__) + os.sep
+_quiet_grpc_threads = threading.Lock()
+_quieted = False
+
+
+def _in_grpc(traceback) -> bool:
+  """Whether a traceback passes through the gRPC package's Python code."""
+  while traceback is not None:
+    if traceback.tb_frame.f_code.co_filename.startswith(_GRPC_DIR):
+      return True
+    traceback = traceback.tb_next
+  return False
+
+
+def _grpc_excepthook(previous):
+  """`threading.excepthook` that drops exceptions raised in gRPC's own code (its request,
+  polling and delivery threads, named 'Thread-N (_run)'), and hands every other to `previous`."""
+
+  def hook(args):
+    if not _in_grpc(args.exc_traceback):
+      previous(args)
+
+  return hook
+
+
+def _note_lost() -> None:
+  """A worker was lost: from now on, gRPC's threads that fail on its closed channel stay quiet.
+
+  The loss is reported once, as `WorkerLostError` (the trainer's one line, exit 4). gRPC's
+  background threads of calls still in flight on that worker's channel can fail afterwards
+  (once it is closed) with a traceback of their own on stderr, "Exception in thread
+  Thread-N (_run)", which tells the user nothing more. Installed only after a loss, so a
+  process that never loses a worker keeps its `threading.excepthook` as it was.
+  """
+  global _quieted
+  with _quiet_grpc_threads:
+    if not _quieted:
+      threading.excepthook = _grpc_excepthook(threading.excepthook)
+      _quieted = True
+
+
 class WorkerLostError(RuntimeError):
   """A worker stopped answering in the middle of a computation (attribute `address`)."""
 
@@ -143,6 +184,7 @@ class _WorkerStub(tff.framework.RemoteExecutorStub):
         code is grpc.StatusCode.FAILED_PRECONDITION and not self._answers()
       ):
         self.lost = True
+        _note_lost()
         raise WorkerLostError(self.address, code.name) from None
       raise  # e.g. a computation's own FailedPreconditionError: TFF's handling
 
@@ -252,6 +294,7 @@ class _ThreadedContext(tff.framework.AsyncContext):
       # Its late end (an error once the channel closes) is nobody's: retrieved, not logged.
       result.add_done_callback(lambda f: f.cancelled() or f.exception())
       self._stub.lost = True
+      _note_lost()
       raise WorkerLostError(
         self._stub.address,
         reason=f'did not answer its share of the round within {self._timeout_s:g} s '
