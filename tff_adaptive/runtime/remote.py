@@ -102,21 +102,29 @@ _quiet_grpc_threads = threading.Lock()
 _quieted = False
 
 
-def _in_grpc(traceback) -> bool:
-  """Whether a traceback passes through the gRPC package's Python code."""
+# gRPC starts its threads (`cygrpc.ForkManagedThread`, named 'Thread-N (_run)') through this
+# Cython wrapper, which appears in their tracebacks under this name.
+_GRPC_THREAD_WRAPPER = 'grpc._cython.cygrpc._run_with_context'
+
+
+def _grpc_thread_failure(traceback) -> bool:
+  """Whether a thread's traceback is one of gRPC's own threads failing in gRPC's code (not a
+  thread of ours or the user's that called into gRPC)."""
+  in_wrapper = in_grpc = False
   while traceback is not None:
-    if traceback.tb_frame.f_code.co_filename.startswith(_GRPC_DIR):
-      return True
+    code = traceback.tb_frame.f_code
+    in_wrapper = in_wrapper or code.co_name.startswith(_GRPC_THREAD_WRAPPER)
+    in_grpc = in_grpc or code.co_filename.startswith(_GRPC_DIR)
     traceback = traceback.tb_next
-  return False
+  return in_wrapper and in_grpc
 
 
 def _grpc_excepthook(previous):
-  """`threading.excepthook` that drops exceptions raised in gRPC's own code (its request,
-  polling and delivery threads, named 'Thread-N (_run)'), and hands every other to `previous`."""
+  """`threading.excepthook` that drops the failures of gRPC's own threads (its request,
+  polling and delivery threads) in gRPC's code, and hands every other to `previous`."""
 
   def hook(args):
-    if not _in_grpc(args.exc_traceback):
+    if not _grpc_thread_failure(args.exc_traceback):
       previous(args)
 
   return hook
