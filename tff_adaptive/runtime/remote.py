@@ -131,7 +131,8 @@ def _grpc_excepthook(previous):
 
 
 def _note_lost() -> None:
-  """A worker was lost: from now on, gRPC's threads that fail on its closed channel stay quiet.
+  """A worker was lost (`_WorkerStub.mark_lost`): from now on, gRPC's threads that fail on its
+  closed channel stay quiet.
 
   The loss is reported once, as `WorkerLostError` (the trainer's one line, exit 4). gRPC's
   background threads of calls still in flight on that worker's channel can fail afterwards
@@ -191,10 +192,14 @@ class _WorkerStub(tff.framework.RemoteExecutorStub):
       if code is grpc.StatusCode.UNAVAILABLE or (
         code is grpc.StatusCode.FAILED_PRECONDITION and not self._answers()
       ):
-        self.lost = True
-        _note_lost()
+        self.mark_lost()
         raise WorkerLostError(self.address, code.name) from None
       raise  # e.g. a computation's own FailedPreconditionError: TFF's handling
+
+  def mark_lost(self) -> None:
+    """It failed as lost: no dispose RPCs to it, and gRPC's threads failing on it stay quiet."""
+    self.lost = True
+    _note_lost()
 
   def _answers(self) -> bool:
     """Whether the worker still accepts a connection (FAILED_PRECONDITION is also a TF error)."""
@@ -301,8 +306,7 @@ class _ThreadedContext(tff.framework.AsyncContext):
     except asyncio.TimeoutError:
       # Its late end (an error once the channel closes) is nobody's: retrieved, not logged.
       result.add_done_callback(lambda f: f.cancelled() or f.exception())
-      self._stub.lost = True
-      _note_lost()
+      self._stub.mark_lost()
       raise WorkerLostError(
         self._stub.address,
         reason=f'did not answer its share of the round within {self._timeout_s:g} s '
