@@ -113,16 +113,16 @@ def _summary(row) -> str:
   )
 
 
-def _aggregation(config):
+def _aggregation(config, num_clients: int):
   """--dp's `aggregators.dp_mean` or --compression's `quantized_mean`; None: the algorithm's."""
   if config.compression is not None:
     from tff_adaptive import aggregators  # pylint: disable=g-import-not-at-top
 
     return aggregators.quantized_mean(config.compression.bits, config.compression.threshold)
-  return _dp_aggregation(config)
+  return _dp_aggregation(config, num_clients)
 
 
-def _dp_aggregation(config):
+def _dp_aggregation(config, num_clients: int):
   """`aggregators.dp_mean` of --dp (None without it), its noise seeded by --seed."""
   if config.dp is None:
     return None
@@ -130,6 +130,8 @@ def _dp_aggregation(config):
 
   dp = config.dp
   kwargs = {'noise_seed': config.seed}
+  if dp.tree:  # restarted every epoch of the 'epoch' sampler (trainer_flags checked it)
+    kwargs['restart_rounds'] = sampling.rounds_per_epoch(num_clients, config.clients_per_round)
   if dp.adaptive:
     kwargs.update(
       target_quantile=dp.target_quantile,
@@ -163,7 +165,8 @@ def _epsilon_by_round(config, num_clients: int):
   """(round T -> epsilon of T rounds, a one-line description) of a --dp run; (None, '') without.
 
   The sampling accounted is the trainer's: exactly m of the N clients, uniformly without
-  replacement, every round (all N when m = N). z = 0 is not private: epsilon is infinite.
+  replacement, every round (all N when m = N); with --dp=tree, epochs of floor(N / m) rounds
+  in which each client takes part at most once. z = 0 is not private: epsilon is infinite.
   """
   if config.dp is None:
     return None, ''
@@ -177,11 +180,20 @@ def _epsilon_by_round(config, num_clients: int):
   )
   if dp.noise_multiplier == 0:
     return (lambda rounds: float('inf')), f'{described}; z = 0: clipping only, not private'
-  sampling = 'all' if m == num_clients else 'fixed_size'
-  by_round = accounting.EpsilonByRound(dp.noise_multiplier, m, num_clients, sampling, delta)
+  rounds = f'{config.total_rounds} round{"s" * (config.total_rounds != 1)}'
+  if dp.tree:
+    per_tree = sampling.rounds_per_epoch(num_clients, m)
+    tree = accounting.TreeEpsilonByRound(dp.noise_multiplier, per_tree, delta)
+    return tree.epsilon, (
+      f'{described}, each at most once per epoch of {per_tree} rounds (the tree restarted '
+      f'every epoch); epsilon after {rounds}: {tree.epsilon(config.total_rounds):.4g} at delta '
+      f'{delta:.3g} (RDP of the tree restarts, neighbours: one client replaced by zeros)'
+    )
+  how = 'all' if m == num_clients else 'fixed_size'
+  by_round = accounting.EpsilonByRound(dp.noise_multiplier, m, num_clients, how, delta)
   return by_round.epsilon, (
-    f'{described}; epsilon after {config.total_rounds} round{"s" * (config.total_rounds != 1)}: '
-    f'{by_round.epsilon(config.total_rounds):.4g} at delta {delta:.3g} (RDP, sampling {sampling})'
+    f'{described}; epsilon after {rounds}: '
+    f'{by_round.epsilon(config.total_rounds):.4g} at delta {delta:.3g} (RDP, sampling {how})'
   )
 
 
@@ -197,7 +209,7 @@ def _build_algorithm(config, task):
       server_learning_rate=config.server.learning_rate,
       server_lr_schedule=config.server_lr_schedule,
       num_clients=len(task.client_ids),
-      aggregation=_aggregation(config),
+      aggregation=_aggregation(config, len(task.client_ids)),
       **config.algorithm_hparams(),
     ),
   )

@@ -73,8 +73,10 @@ flags.DEFINE_string(
   'none',
   "User-level differential privacy: none, gaussian_fixed (every client's update clipped to "
   'L2 norm --dp_clip, Gaussian noise of std z C added to their sum, divided by the clients per '
-  'round, then the server optimizer) or gaussian_adaptive (the clip follows a quantile of the '
-  'update norms, Andrew et al. 2021). Every client counts once (--client_weighting=uniform); '
+  'round, then the server optimizer), gaussian_adaptive (the clip follows a quantile of the '
+  "update norms, Andrew et al. 2021) or tree (DP-FTRL, Kairouz et al. 2021: the clipped sums' "
+  'running total noised through a binary tree, restarted every epoch; clients sampled in '
+  'epochs, --client_sampler=epoch). Every client counts once (--client_weighting=uniform); '
   'metrics.csv gets dp_epsilon after every round. fedopt, fedprox and fedpa only.',
 )
 flags.DEFINE_float(
@@ -347,8 +349,9 @@ flags.DEFINE_string(
 flags.DEFINE_string(
   'client_sampler',
   'tff',
-  "Client sampling: tff (TFF's sampler, the published client order, O(population) per round) "
-  'or fast (O(clients_per_round), another order).',
+  "Client sampling: tff (TFF's sampler, the published client order, O(population) per round), "
+  'fast (O(clients_per_round), another order) or epoch (each client at most once per epoch of '
+  'floor(N / m) rounds, shuffled every epoch; the default with --dp=tree).',
 )
 flags.DEFINE_integer(
   'seed',
@@ -788,6 +791,28 @@ def _dp_from_flags(clients_per_round: int) -> privacy_config.DPConfig | None:
   return dp
 
 
+def _sampler_from_flags(dp: privacy_config.DPConfig | None) -> str:
+  """--client_sampler; 'epoch' for --dp=tree, whose accounting needs each client at most once
+  per tree (another sampler given explicitly is refused), and not 'epoch' for the Gaussian
+  mechanisms, whose accounting needs a fresh uniform draw every round."""
+  if dp is None:
+    return FLAGS.client_sampler
+  if not dp.tree:
+    if FLAGS.client_sampler == 'epoch':
+      raise ValueError(
+        f'--dp={dp.mechanism} accounts m clients drawn afresh every round (amplification by '
+        'sampling), which --client_sampler=epoch does not do: use --client_sampler=tff or fast, '
+        'or --dp=tree'
+      )
+    return FLAGS.client_sampler
+  if FLAGS['client_sampler'].present and FLAGS.client_sampler != 'epoch':
+    raise ValueError(
+      f'--dp=tree needs --client_sampler=epoch (each client at most once per tree, the tree '
+      f'restarted every epoch), got --client_sampler={FLAGS.client_sampler}'
+    )
+  return 'epoch'
+
+
 def _compression_from_flags(dp) -> aggregator_config.CompressionConfig | None:
   """--compression's config (None for none), checked against --dp and the algorithm."""
   _choice('compression', FLAGS.compression, aggregator_config.COMPRESSIONS)
@@ -821,6 +846,11 @@ def _noise_variance_from_flags(
     raise ValueError(
       '--dp_noise_aware_server needs --dp=gaussian_fixed: with gaussian_adaptive the clip, and '
       'so the noise variance, changes every round'
+    )
+  if dp.tree:
+    raise ValueError(
+      "--dp_noise_aware_server needs --dp=gaussian_fixed: with tree a round's noise is a "
+      'difference of two tree estimates, its variance changes from round to round'
     )
   if server_name not in optimizer_config.NOISE_AWARE_SERVER_OPTIMIZERS:
     valid = ', '.join(optimizer_config.NOISE_AWARE_SERVER_OPTIMIZERS)
@@ -1187,7 +1217,7 @@ def experiment_config_from_flags() -> ExperimentConfig:
     clients_per_round=clients_per_round,
     total_rounds=total_rounds,
     seed=FLAGS.seed,
-    client_sampler=FLAGS.client_sampler,
+    client_sampler=_sampler_from_flags(dp),
     xla=FLAGS.xla,
     runtime=RuntimeConfig(
       rounds_per_eval=FLAGS.rounds_per_eval,

@@ -2,7 +2,8 @@
 
 Held to NumPy written from the equations of McMahan et al. 2018 (clip to C, noise z C on the
 sum, divide by m) and Andrew et al. 2021 (the geometric clip update), over several rounds; the
-noise to its law (std z C / m); both faces (the TFF factory, the in-process fold) and both
+noise to its law (std z C / m; DP-FTRL's tree: the variance of its estimate of each running
+sum, and its restart); both faces (the TFF factory, the in-process fold) and both
 engines to each other, with noise; the order (the server optimizer steps on the noised mean).
 """
 
@@ -110,12 +111,15 @@ def test_the_mechanism_names_agree():
   assert privacy_config.DP_MECHANISMS.names[0] == privacy_config.NO_DP
 
 
-def test_fixed_clip_without_noise_is_the_clipped_mean_over_rounds():
+@pytest.mark.parametrize(
+  'mechanism,kwargs', [('gaussian_fixed', {}), ('tree', {'restart_rounds': 1})]
+)
+def test_fixed_clip_without_noise_is_the_clipped_mean_over_rounds(mechanism, kwargs):
   rng = np.random.default_rng(0)
   clip, m = 1.5, 4
   # Norms well above and below C in every round, and a round of 3 clients (m stays 4).
   rounds = [_updates(rng, 4, [0.1, 2.0, 0.5, 5.0]), _updates(rng, 3, [3.0, 0.2, 1.0])]
-  aggregation = aggregators.dp_mean('gaussian_fixed', 0.0, m, clip)
+  aggregation = aggregators.dp_mean(mechanism, 0.0, m, clip, **kwargs)
   for faces in (_fold_rounds(aggregation, rounds), _factory_rounds(aggregation, rounds)):
     for (result, _), updates in zip(faces, rounds):
       expected = clipped_mean_numpy(updates, clip, m)
@@ -169,6 +173,53 @@ def test_noise_has_std_z_c_over_m_and_is_a_function_of_seed_and_round():
     aggregators.dp_mean('gaussian_fixed', z, m, clip, noise_seed=6), zeros, specs
   )
   assert abs(np.corrcoef(_flat(other[0][0]), noises[0])[0, 1]) < 0.03
+
+
+# Variance of the tree's noise on the running sum S_t of rounds t = 1..4 of one tree, in units
+# of (z C)^2 (module `aggregators.dp`, 'tree'):
+# * the plain tree covers 1..t with popcount(t) nodes, each N(0, (z C)^2): 1, 1, 2, 1;
+# * the efficient tree (Honaker 2015) estimates a complete subtree of height h from its own
+#   node (variance 1) and its two children's estimates (v_{h-1} each) at inverse-variance
+#   weights: v_h = 1 / (1 + 1 / (2 v_{h-1})), v_0 = 1, so v_1 = 2/3 and v_2 = 4/7; S_3 is the
+#   height-1 subtree [1, 2] plus leaf 3: 2/3 + 1 = 5/3.
+TREE_PREFIX_VARIANCES = {False: [1, 1, 2, 1], True: [1, 2 / 3, 5 / 3, 4 / 7]}
+
+
+@pytest.mark.parametrize('efficient', [False, True])
+def test_tree_noise_is_the_trees_estimate_of_the_running_sum_and_restarts(efficient):
+  z, clip, m, n = 0.7, 0.5, 4, 40_000
+  specs = (tf.TensorSpec([n], tf.float32),)
+  zeros = [[(np.zeros(n, np.float32),)] * m] * 6
+
+  def releases(seed):
+    aggregation = aggregators.dp_mean(
+      'tree', z, m, clip, restart_rounds=4, efficient=efficient, noise_seed=seed
+    )
+    return [_flat(result) for result, _ in _fold_rounds(aggregation, zeros, specs)]
+
+  noise = releases(5)
+  unit = (z * clip / m) ** 2
+  # Zero updates: round t releases N~_t - N~_{t-1}, so the running sum is the tree's N~_t / m.
+  # A sample variance of n normals is within 3 sqrt(2 / n) = 2.1% of the variance.
+  running = np.cumsum(noise, axis=0)
+  expected = TREE_PREFIX_VARIANCES[efficient]
+  np.testing.assert_allclose([np.var(s) / unit for s in running[:4]], expected, rtol=0.03)
+  # Restarted after round 4: rounds 5 and 6 sum from a new tree, N~ = 0 at its start.
+  fresh = running[4:] - running[3]
+  np.testing.assert_allclose([np.var(s) / unit for s in fresh], expected[:2], rtol=0.03)
+  assert abs(np.corrcoef(fresh[0], running[3])[0, 1]) < 0.03
+  # A function of (seed, round): the same seed draws the same noise on the TFF face too; seeds
+  # 5 and 6 draw apart in every pair of rounds (TF Privacy's generator, seeded with s and s + 1
+  # directly, would give node k + 1 of one run the noise of node k of the other).
+  factory = _factory_rounds(
+    aggregators.dp_mean('tree', z, m, clip, restart_rounds=4, efficient=efficient, noise_seed=5),
+    zeros,
+    specs,
+  )
+  for a, (b, _) in zip(noise, factory):
+    np.testing.assert_array_equal(a, _flat(b))
+  other = releases(6)
+  assert max(abs(np.corrcoef(a, b)[0, 1]) for a in noise for b in other) < 0.03
 
 
 def test_adaptive_clip_follows_the_geometric_update_and_reaches_the_target_quantile():
@@ -350,6 +401,23 @@ def test_both_engines_add_the_same_noise_and_the_server_steps_on_the_noised_mean
   g = [np.asarray(a) - np.asarray(b) for a, b in zip(noised[0], noised[1])]
   expected = fedopt_numpy.adaptive_server(x0, [g], 'adam', 0.01, 0.9, 0.999, 1e-3, 0.0, True)[0]
   np.testing.assert_allclose(_flat(adam_models[1]), _flat(expected), rtol=1e-5, atol=1e-7)
+
+
+def test_both_engines_add_the_same_tree_noise_across_a_restart(synthetic):
+  ids = [synthetic.client_ids[i : i + 5] for i in (0, 5, 10)]
+  server = optimizers.build_server_optimizer(optimizers.ServerOptimizerConfig('sgd', 1.0))
+  runs = {}
+  for engine_name in ('tff', 'inprocess'):
+    aggregation = aggregators.dp_mean('tree', 0.8, 5, 0.05, restart_rounds=2, noise_seed=9)
+    algorithm = _build('fedopt', synthetic, server, aggregation)
+    runs[engine_name], _ = _rounds(engine_name, algorithm, synthetic, ids)
+  for a, b in zip(runs['tff'], runs['inprocess']):
+    np.testing.assert_allclose(_flat(a), _flat(b), rtol=1e-5, atol=1e-7)
+  # Noised: each round moved the model by more than the clip allows without noise.
+  steps = [
+    np.sqrt(np.sum((_flat(a) - _flat(b)) ** 2)) for a, b in zip(runs['tff'], runs['tff'][1:])
+  ]
+  assert min(steps) > 0.05, steps
 
 
 def test_adaptive_clip_is_reported_by_both_engines(synthetic):

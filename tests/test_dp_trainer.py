@@ -97,6 +97,18 @@ def test_a_resumed_run_adds_the_same_noise(inprocess_run, engine):
     (['--dp_noise_multiplier=1.0'], '--dp_noise_multiplier=1 is too large for gaussian_adaptive'),
     (['--dp_target_quantile=1.5'], '--dp_target_quantile=1.5 is invalid; expected (0, 1)'),
     (['--dp_delta=0'], '--dp_delta=0.0 is invalid; expected (0, 1)'),
+    (
+      ['--dp=tree', '--client_sampler=fast'],
+      '--dp=tree needs --client_sampler=epoch (each client at most once per tree',
+    ),
+    (
+      ['--dp=gaussian_fixed', '--client_sampler=epoch'],
+      '--dp=gaussian_fixed accounts m clients drawn afresh every round',
+    ),
+    (
+      ['--dp=tree', '--dp_noise_aware_server', '--server_optimizer=adam'],
+      '--dp_noise_aware_server needs --dp=gaussian_fixed: with tree',
+    ),
   ],
 )
 def test_bad_dp_input_is_one_line_and_exit_2(tmp_path, args, message):
@@ -106,6 +118,53 @@ def test_bad_dp_input_is_one_line_and_exit_2(tmp_path, args, message):
   assert len(lines) == 1 and lines[0].startswith('federated_trainer: error: '), lines
   assert message in lines[0], lines[0]
   assert not any(tmp_path.iterdir())  # nothing written
+
+
+# DP-FTRL's tree on 30 of synthetic's 100 clients: epochs of 3 rounds, so round 4 starts a new
+# tree (and a new shuffle of the clients).
+TREE_ARGS = [
+  '--task=synthetic',
+  '--clients_per_round=30',
+  '--dp=tree',
+  '--dp_noise_multiplier=0.8',
+  '--dp_clip=0.1',
+  '--rounds_per_eval=2',
+  '--rounds_per_checkpoint=1',
+]
+
+
+def _train_tree(tmp_path, name, *extra):
+  result = trainer_processes.run(
+    [*TREE_ARGS, f'--root_output_dir={tmp_path}', f'--experiment_name={name}', *extra],
+    timeout=600,
+  )
+  assert result.returncode == 0, result.stderr
+  assert trainer_processes.stderr_lines(result.stderr) == [], result.stderr
+  with open(tmp_path / name / 'metrics.csv') as f:
+    return result, list(csv.DictReader(f))
+
+
+def test_tree_runs_in_epochs_with_the_trees_epsilon_and_resumes_on_tff_exactly(tmp_path):
+  result, rows = _train_tree(tmp_path, 'whole', '--engine=inprocess', f'--total_rounds={ROUNDS}')
+  delta = 100**-1.1
+  by_round = accounting.TreeEpsilonByRound(0.8, 3, delta)
+  assert [float(r['dp_epsilon']) for r in rows] == pytest.approx(
+    [by_round.epsilon(t) for t in range(1, ROUNDS + 1)], rel=1e-12
+  )
+  epsilon = by_round.epsilon(ROUNDS)
+  assert (
+    'DP: tree, noise multiplier 0.8, clip 0.1, 30 of 100 clients per round, each at most once '
+    'per epoch of 3 rounds (the tree restarted every epoch); epsilon after 4 rounds: '
+    f'{epsilon:.4g} at delta {delta:.3g} (RDP of the tree restarts'
+  ) in result.stdout
+  hparams = (tmp_path / 'whole' / 'hparams.json').read_text()
+  assert '"client_sampler": "epoch"' in hparams and '"mechanism": "tree"' in hparams
+  # The TFF engine, stopped after round 2 and resumed: the tree's state (its level buffer, noise
+  # seeds and restart counter) is in the checkpoint; the same rows to TFF's rounding.
+  _train_tree(tmp_path, 'tff', '--engine=tff', '--total_rounds=2')
+  resumed, tff_rows = _train_tree(tmp_path, 'tff', '--engine=tff', f'--total_rounds={ROUNDS}')
+  assert 'after round 2' in resumed.stdout
+  assert_rows_close(tff_rows, rows, n_examples=1)
 
 
 def test_the_dp_study_driver(tmp_path):

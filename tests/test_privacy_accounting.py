@@ -8,6 +8,11 @@
 * Poisson sampling at rate q, integer orders alpha: the sampled Gaussian's RDP is
   log(A_alpha) / (alpha - 1) with A_alpha = sum_k C(alpha, k) (1 - q)^(alpha - k) q^k
   exp((k^2 - k) / (2 z^2)) (Mironov, Talwar and Zhang 2019, Section 3.3), T times.
+* Tree aggregation restarted every R rounds (DP-FTRL, Kairouz et al. 2021, App. D), each client
+  at most once per tree: a tree is the Gaussian mechanism with squared sensitivity
+  ceil(log2(R + 1)) (the nodes on a leaf's path), so T rounds have RDP
+  alpha (floor(T / R) ceil(log2(R + 1)) + ceil(log2(T mod R + 1))) / (2 z^2); also held to
+  TensorFlow Privacy's own `compute_rdp_tree_restart`.
 * RDP to (epsilon, delta): Canonne, Kamath and Steinke 2020, Proposition 12.
 """
 
@@ -172,3 +177,59 @@ def test_epsilon_by_round_is_the_epsilon_of_that_many_rounds(sampling):
     run = accounting.GaussianRounds(0.9, rounds, 20, 400, sampling)
     assert by_round.epsilon(rounds) == pytest.approx(accounting.epsilon(run, 1e-4), rel=1e-12)
   assert by_round.epsilon(2) > by_round.epsilon(1)
+
+
+def _tree_rdp(z, rounds, per_tree, orders):
+  full, rest = divmod(rounds, per_tree)
+  nodes = full * math.ceil(math.log2(per_tree + 1)) + math.ceil(math.log2(rest + 1))
+  return nodes * np.asarray(orders, np.float64) / (2 * z * z)
+
+
+@pytest.mark.parametrize(
+  ('z', 'rounds', 'per_tree', 'delta'),
+  [(1.0, 35, 10, 1e-5), (2.5, 1000, 100, 1e-6), (0.8, 7, 1, 1e-5), (4.0, 3, 16, 1e-5)],
+)
+def test_tree_restarts_are_the_closed_form_and_tensorflow_privacys(z, rounds, per_tree, delta):
+  from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant  # pylint: disable=g-import-not-at-top
+
+  eps = accounting.epsilon(accounting.TreeRounds(z, rounds, per_tree), delta)
+  orders = accounting.ORDERS
+  assert eps == pytest.approx(
+    _rdp_to_epsilon(orders, _tree_rdp(z, rounds, per_tree, orders), delta), rel=1e-9
+  )
+  full, rest = divmod(rounds, per_tree)
+  theirs = tree_aggregation_accountant.compute_rdp_tree_restart(
+    z, [per_tree] * full + [rest] * (rest > 0), orders
+  )
+  assert eps == pytest.approx(_rdp_to_epsilon(orders, np.asarray(theirs), delta), rel=1e-9)
+  # One tree per round (R = 1) is one Gaussian per round: the full-participation RDP.
+  if per_tree == 1:
+    assert eps == pytest.approx(
+      _rdp_to_epsilon(orders, _gaussian_rdp(z, rounds, orders), delta), rel=1e-9
+    )
+
+
+def test_tree_epsilon_by_round_is_the_epsilon_of_that_many_rounds():
+  by_round = accounting.TreeEpsilonByRound(1.3, 8, 1e-5)
+  for rounds in (1, 7, 8, 9, 100):
+    run = accounting.TreeRounds(1.3, rounds, 8)
+    assert by_round.epsilon(rounds) == pytest.approx(accounting.epsilon(run, 1e-5), rel=1e-12)
+  # A restart costs a new tree: round 9 adds a depth-1 tree to a full depth-4 one.
+  assert by_round.epsilon(9) > by_round.epsilon(8) > by_round.epsilon(7)
+
+
+@pytest.mark.parametrize(
+  ('kwargs', 'accountant', 'message'),
+  [
+    ({'rounds_per_tree': 0}, 'rdp', 'rounds_per_tree=0 is invalid; expected an integer >= 1'),
+    ({'noise_multiplier': -1.0}, 'rdp', 'noise_multiplier=-1.0 is invalid'),
+    ({}, 'pld', "accountant='pld' cannot account TreeRounds"),
+  ],
+)
+def test_bad_tree_accounting_is_one_line_naming_the_value(kwargs, accountant, message):
+  with pytest.raises(ValueError) as raised:
+    run = accounting.TreeRounds(
+      **{'noise_multiplier': 1.0, 'rounds': 5, 'rounds_per_tree': 2, **kwargs}
+    )
+    accounting.epsilon(run, 1e-5, accountant=accountant)
+  assert message in str(raised.value) and '\n' not in str(raised.value)

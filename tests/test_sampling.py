@@ -1,4 +1,5 @@
-"""Tests of tff_adaptive.loop.sampling: TFF's published sampler (default) and the O(k) 'fast' one."""
+"""Tests of tff_adaptive.loop.sampling: TFF's published sampler (default), the O(k) 'fast' one
+and 'epoch' (each client at most once per epoch, for DP-FTRL's tree)."""
 
 import numpy as np
 import pytest
@@ -43,7 +44,32 @@ def test_fast_is_uniform():
 def test_invalid_arguments():
   with pytest.raises(ValueError, match=r'clients_per_round must be in \[1, 20\] .* got 21'):
     sampling.build_client_sampler(IDS, 21, seed=1)
-  with pytest.raises(ValueError, match="method must be one of tff, fast, got 'numpy'"):
+  with pytest.raises(ValueError, match="method must be one of tff, fast, epoch, got 'numpy'"):
     sampling.build_client_sampler(IDS, 2, seed=1, method='numpy')
   with pytest.raises(ValueError, match="seed must be >= 0 for method='fast', got -1"):
     sampling.build_client_sampler(IDS, 2, seed=-1, method='fast')
+  with pytest.raises(ValueError, match="seed must be >= 0 for method='epoch', got -2"):
+    sampling.build_client_sampler(IDS, 2, seed=-2, method='epoch')
+  with pytest.raises(ValueError, match="round_num must be >= 1 for method='epoch', got 0"):
+    sampling.build_client_sampler(IDS, 2, seed=1, method='epoch')(0)
+
+
+def test_epoch_takes_each_client_at_most_once_per_epoch_in_a_new_order_each_epoch():
+  # N = 20, m = 6: epochs of R = 3 rounds (18 clients), 2 left over, other ones each epoch.
+  assert sampling.rounds_per_epoch(20, 6) == 3
+  sample = sampling.build_client_sampler(IDS, 6, seed=4, method='epoch')
+  epochs = [[sample(3 * e + r) for r in (1, 2, 3)] for e in range(40)]
+  left_over = set()
+  for rounds in epochs:
+    members = [cid for ids in rounds for cid in ids]
+    assert all(len(ids) == 6 for ids in rounds)
+    assert len(set(members)) == 18 and set(members) <= set(IDS)  # nobody twice in an epoch
+    left_over |= set(IDS) - set(members)
+  assert left_over == set(IDS)  # every client sits an epoch out sometime
+  assert len({tuple(map(tuple, rounds)) for rounds in epochs}) == 40  # a new order each epoch
+  # The order of epoch e is the permutation of default_rng([seed, e]), in blocks of m.
+  order = np.random.default_rng([4, 1]).permutation(20)
+  assert epochs[1] == [[IDS[i] for i in order[6 * b : 6 * b + 6]] for b in range(3)]
+  again = sampling.build_client_sampler(list(IDS), 6, seed=4, method='epoch')
+  assert [again(r) for r in (120, 5, 1)] == [epochs[39][2], epochs[1][1], epochs[0][0]]
+  assert sampling.build_client_sampler(IDS, 6, seed=5, method='epoch')(1) != epochs[0][0]

@@ -19,7 +19,8 @@ what the server step reads.
 * `dp_mean(...)` (module `dp`): user-level differential privacy, each client's update clipped
   to L2 norm C, summed, N(0, (z C)^2) added, divided by the clients per round m: TFF's
   `tff.aggregators.DifferentiallyPrivateFactory` over a TensorFlow Privacy query whose noise is
-  a function of (seed, round). The weights are not read (every client counts once).
+  a function of (seed, round), or ('tree') DP-FTRL's tree noise on the running sum. The weights
+  are not read (every client counts once).
 
 The fold may keep state across rounds (the DP query's clip and noise counter): `initialize(specs)`
 is the state before round 0, `zero(specs, state)` the round's empty accumulator, and

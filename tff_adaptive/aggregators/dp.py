@@ -23,6 +23,19 @@ depends on a client's data (its example count n_i) would raise the sensitivity.
   has sensitivity 1/2), so that the two Gaussian mechanisms compose to one of noise multiplier
   z (RDP of Gaussians adds: 1/z^2 = 1/z_v^2 + 1/(2 sigma_b)^2). sigma_b = m / 20 by default,
   which needs z < 2 sigma_b = m / 10.
+* 'tree': DP-FTRL's noise (Kairouz, McMahan, Song, Thakkar, Thakurta, Xu, "Practical and
+  Private (Deep) Learning without Sampling or Shuffling", ICML 2021). Clip as above (C_t = C);
+  the running sum S_t = sum_{s <= t} sum_i clip(u_i^s) is released through a binary tree whose
+  every node gets N(0, (z C)^2 I), and round t's result is the difference of two releases,
+      g_t = (sum_i clip(u_i) + N~_t - N~_{t-1}) / m,
+  N~_t the tree's noise on S_t (the sum of the O(log t) nodes that cover 1..t; with
+  `efficient=True`, Honaker's minimum-variance estimate from all nodes). A server SGD step on
+  g_t then follows the noised prefix sums: x_t = x_0 - eta (S_t + N~_t) / m, noise that grows
+  like log t instead of sqrt t. Restarted (N~ = 0 again) every `restart_rounds` rounds. One
+  client taking part at most once per tree touches the ceil(log2(R + 1)) nodes on its leaf's
+  path, R rounds per tree: RDP alpha ceil(log2(R + 1)) / (2 z^2) per tree, under replacing a
+  client's data by zeros (`privacy.accounting.TreeRounds`; the trainer samples clients in
+  epochs of R rounds, `loop.sampling` method 'epoch', and restarts every epoch).
 
 The queries are TensorFlow Privacy's (`GaussianSumQuery`, `QuantileAdaptiveClipSumQuery`,
 `NormalizedQuery`) and the TFF face is `tff.aggregators.DifferentiallyPrivateFactory` over them,
@@ -30,25 +43,39 @@ exactly what `DifferentiallyPrivateFactory.gaussian_fixed` / `gaussian_adaptive`
 change: TensorFlow Privacy draws its noise from an unseeded generator, so a rerun or a resumed
 run would add other noise. Here the noise of round t is `tf.random.stateless_normal` seeded by
 (noise_seed, t, leaf), t counted in the query's state: the run is a function of its seed, a
-resume continues exactly, and both engines add the same noise.
+resume continues exactly, and both engines add the same noise. The tree's noise is TensorFlow
+Privacy's `GaussianNoiseGenerator` (stateless, its seeds in the query's state) seeded by a hash
+of noise_seed (its streams for seeds s and s + 1 would otherwise overlap), the query
+`TreeResidualSumQuery` (`RestartQuery` for the restarts), as TFF's
+`DifferentiallyPrivateFactory.tree_aggregation` builds it, built for the update's specs when
+TFF creates the process.
 """
 
 import collections
+import hashlib
 
 import dp_accounting
 import tensorflow as tf
 import tensorflow_federated as tff
 import tensorflow_privacy as tfp
 from tensorflow_privacy.privacy.dp_query import quantile_estimator_query
+from tensorflow_privacy.privacy.dp_query import restart_query
+from tensorflow_privacy.privacy.dp_query import tree_aggregation
 
 from tff_adaptive.aggregators.update_aggregation import UpdateAggregation
 from tff_adaptive.core import validation
 
-MECHANISMS = ('gaussian_fixed', 'gaussian_adaptive')
+MECHANISMS = ('gaussian_fixed', 'gaussian_adaptive', 'tree')
 
 # The seeds of the value noise and of the adaptive clip's count noise, from one noise_seed.
 _VALUE_STREAM = 0
 _COUNT_STREAM = 1
+
+
+def _finite_or_zeros(leaves):
+  """The leaves, or zeros of their shapes where any value of any leaf is not finite."""
+  finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in leaves])
+  return [tf.where(finite, v, tf.zeros_like(v)) for v in leaves]
 
 
 class _SeededGaussianSumQuery(tfp.GaussianSumQuery):
@@ -68,8 +95,7 @@ class _SeededGaussianSumQuery(tfp.GaussianSumQuery):
   def preprocess_record_impl(self, params, record):
     # A record with a non-finite value counts as zeros (as TFF's client work zeroes such an
     # update): clipping NaN gives NaN, and one client would then decide the round's release.
-    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in tf.nest.flatten(record)])
-    record = tf.nest.map_structure(lambda v: tf.where(finite, v, tf.zeros_like(v)), record)
+    record = tf.nest.pack_sequence_as(record, _finite_or_zeros(tf.nest.flatten(record)))
     return super().preprocess_record_impl(params, record)
 
   def make_global_state(self, l2_norm_clip, stddev, seed=None, round_num=None):
@@ -159,6 +185,85 @@ class _SeededAdaptiveClipSumQuery(tfp.QuantileAdaptiveClipSumQuery):
     return result, new_state._replace(sum_state=sum_state), event
 
 
+class _TreeResidualSumQuery(tfp.TreeResidualSumQuery):
+  """TensorFlow Privacy's DP-FTRL query; its clip is fixed, so it reports no metrics."""
+
+  def derive_metrics(self, global_state):
+    del global_state
+    return collections.OrderedDict()
+
+
+def _clip_finite(record_as_list, clip):
+  """The tree query's clip: a record with a non-finite value counts as zeros, as above."""
+  clipped, _ = tf.clip_by_global_norm(_finite_or_zeros(record_as_list), clip)
+  return clipped
+
+
+def _tree_seed(noise_seed: int) -> int:
+  """The tree noise generator's seed for a run's noise_seed, in [0, 2^62).
+
+  `GaussianNoiseGenerator` seeds node k's leaf j with s + k L + j (L leaves): seeds s and s + 1
+  would draw the same noise one leaf apart. A hash of the seed puts runs' streams far apart.
+  """
+  digest = hashlib.sha256(f'tff_adaptive.dp.tree/{noise_seed}'.encode()).digest()
+  return int.from_bytes(digest[:8], 'little') >> 2
+
+
+def build_tree_query(
+  noise_multiplier: float,
+  clients_per_round: int,
+  clip: float,
+  specs,
+  *,
+  restart_rounds: int | None = None,
+  efficient: bool = True,
+  noise_seed: int = 0,
+) -> tfp.DPQuery:
+  """DP-FTRL's mean query for updates of `specs` (module docstring, 'tree').
+
+  NormalizedQuery(TreeResidualSumQuery, denominator=m), in a `RestartQuery` that restarts the
+  tree every `restart_rounds` rounds (None: one tree for the whole run, as TFF's
+  `DifferentiallyPrivateFactory.tree_aggregation`).
+  """
+  validation.check_nonnegative('noise_multiplier', noise_multiplier)
+  validation.check_int('clients_per_round', clients_per_round, 1)
+  validation.check_positive('clip', clip)
+  validation.check_int('noise_seed', noise_seed, 0)
+  if restart_rounds is not None:
+    validation.check_int('restart_rounds', restart_rounds, 1)
+  generator = tree_aggregation.GaussianNoiseGenerator(
+    noise_std=clip * noise_multiplier, specs=specs, seed=_tree_seed(noise_seed)
+  )
+  query = _TreeResidualSumQuery(
+    record_specs=specs,
+    noise_generator=generator,
+    clip_fn=_clip_finite,
+    clip_value=clip,
+    use_efficient=efficient,
+  )
+  if restart_rounds is not None:
+    query = restart_query.RestartQuery(
+      query, restart_query.PeriodicRoundRestartIndicator(restart_rounds)
+    )
+  return tfp.NormalizedQuery(query, denominator=float(clients_per_round))
+
+
+def _specs_of(values):
+  return tf.nest.map_structure(lambda v: tf.TensorSpec(v.shape, v.dtype), values)
+
+
+class _TreeFactory(tff.aggregators.UnweightedAggregationFactory):
+  """`DifferentiallyPrivateFactory` over `build_tree_query` for the value type it is given (the
+  tree's noise has the updates' shapes, known when TFF creates the process)."""
+
+  def __init__(self, build_query):
+    self._build_query = build_query
+
+  def create(self, value_type):
+    query = self._build_query(tff.types.type_to_tf_tensor_specs(value_type))
+    return tff.aggregators.DifferentiallyPrivateFactory(query).create(value_type)
+
+
 def _adaptive_noise(noise_multiplier, clients_per_round, clipped_count_stddev):
   """(z_v, sigma_b): TFF's own split of z between the value and the count (module docstring)."""
   # pylint: disable-next=g-import-not-at-top
@@ -183,6 +288,8 @@ def build_dp_query(
   """The mean query of `mechanism`: NormalizedQuery(sum query, denominator=clients_per_round)."""
   if mechanism not in MECHANISMS:
     raise ValueError(f'mechanism={mechanism!r} is invalid; valid choices: {", ".join(MECHANISMS)}')
+  if mechanism == 'tree':
+    raise ValueError("mechanism='tree' needs the updates' specs: use build_tree_query")
   validation.check_nonnegative('noise_multiplier', noise_multiplier)
   validation.check_int('clients_per_round', clients_per_round, 1)
   validation.check_positive('clip', clip)
@@ -218,13 +325,15 @@ def dp_mean(
   """The DP mean of client updates as an `UpdateAggregation` (module docstring).
 
   Args:
-    mechanism: 'gaussian_fixed' (clip C) or 'gaussian_adaptive' (initial clip C, adapted to
-      the `target_quantile` of the update norms at `clip_learning_rate`).
+    mechanism: 'gaussian_fixed' (clip C), 'gaussian_adaptive' (initial clip C, adapted to
+      the `target_quantile` of the update norms at `clip_learning_rate`) or 'tree' (clip C,
+      DP-FTRL's tree noise, restarted every `restart_rounds` rounds).
     noise_multiplier: z >= 0 (0: clipping without noise, not private).
     clients_per_round: m, the denominator (the trainer samples exactly m clients a round).
     clip: C > 0.
-    **kwargs: `target_quantile`, `clip_learning_rate`, `clipped_count_stddev` (adaptive) and
-      `noise_seed` (the run's seed: the noise is a function of it and the round).
+    **kwargs: `target_quantile`, `clip_learning_rate`, `clipped_count_stddev` (adaptive),
+      `restart_rounds` and `efficient` (tree: `build_tree_query`) and `noise_seed` (the run's
+      seed: the noise is a function of it and the round).
 
   Returns:
     An `UpdateAggregation` that does not read the weights. Its TFF face is
@@ -234,31 +343,40 @@ def dp_mean(
     aggregation to an algorithm builder, `algorithms.build_fedopt(..., aggregation=...)`. Its
     fold runs the same query's clip, sum and noise in the in-process engine.
   """
-  query = build_dp_query(mechanism, noise_multiplier, clients_per_round, clip, **kwargs)
+  if mechanism == 'tree':
+
+    def query_for(specs):
+      return build_tree_query(noise_multiplier, clients_per_round, clip, specs, **kwargs)
+
+    query_for(())  # checks the arguments now
+    make_factory = lambda: _TreeFactory(query_for)  # noqa: E731
+  else:
+    query = build_dp_query(mechanism, noise_multiplier, clients_per_round, clip, **kwargs)
+    query_for = lambda specs: query  # noqa: E731
+    make_factory = lambda: tff.aggregators.DifferentiallyPrivateFactory(query)  # noqa: E731
 
   def initialize(specs):
-    del specs
-    return query.initial_global_state()
+    return query_for(specs).initial_global_state()
 
   def zero(specs, state):
+    query = query_for(specs)
     return (query.derive_sample_params(state), query.initial_sample_state(specs))
 
   def accumulate(acc, value, weight):
     del weight
     params, sample = acc
-    return (params, query.accumulate_record(params, sample, value))
+    return (params, query_for(_specs_of(sample)).accumulate_record(params, sample, value))
 
   def report(acc, state):
     _, sample = acc
+    query = query_for(_specs_of(sample))
     result, new_state, _ = query.get_noised_result(sample, state)
     measurements = collections.OrderedDict(dp_query_metrics=query.derive_metrics(new_state), dp=())
     return result, new_state, measurements
 
   return UpdateAggregation(
     f'dp_mean({mechanism}, z={noise_multiplier:g}, C={clip:g}, m={clients_per_round})',
-    lambda: tff.aggregators.as_weighted_aggregator(
-      tff.aggregators.DifferentiallyPrivateFactory(query)
-    ),
+    lambda: tff.aggregators.as_weighted_aggregator(make_factory()),
     zero,
     accumulate,
     report,

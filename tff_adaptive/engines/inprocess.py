@@ -291,9 +291,20 @@ class InProcessEngine(base.Engine):
     new_states = [ta.stack() for ta in new_states]
     return new_state, metrics, stats, non_finite, aggregator_metrics, new_states
 
+  def _state_spec(self, state) -> Any:
+    """The server state's specs; the aggregator's as TF traces its initialization, so that a
+    shape that changes from round to round (DP-FTRL's tree buffer grows a level at every power
+    of two) is None there, as in TFF's type of the same state."""
+    spec = tf.nest.map_structure(_as_spec, state)
+    traced = tf.function(
+      lambda: self.algorithm.aggregation.initialize(self._specs), autograph=False
+    ).get_concrete_function()
+    spec['aggregator'] = tf.nest.map_structure(_as_spec, traced.structured_outputs)
+    return spec
+
   def _build_round_fn(self, state, features, splits, seeds_, states, present):
     signature = (
-      tf.nest.map_structure(_as_spec, state),
+      self._state_spec(state),
       collections.OrderedDict(
         (k, tf.TensorSpec((None,) + v.shape[1:], tf.as_dtype(v.dtype))) for k, v in features.items()
       ),

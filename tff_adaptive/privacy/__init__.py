@@ -2,7 +2,8 @@
 
 * `accounting`: the (epsilon, delta) of T rounds of the Gaussian mechanism on sampled clients
   (`GaussianRounds`, `epsilon`, `calibrated_noise_multiplier`, `EpsilonByRound`), with Poisson,
-  fixed-size or full participation, by Google's `dp_accounting` (RDP or PLD);
+  fixed-size or full participation, by Google's `dp_accounting` (RDP or PLD), and of DP-FTRL's
+  tree aggregation restarted every epoch (`TreeRounds`, `TreeEpsilonByRound`; RDP);
 * `config` (no TensorFlow): `DPConfig`, the trainer's --dp settings and their checks.
 
 The mechanisms (clip, noise) are `tff_adaptive.aggregators.dp_mean`.
@@ -14,6 +15,8 @@ __all__ = [
   'DPConfig',
   'EpsilonByRound',
   'GaussianRounds',
+  'TreeEpsilonByRound',
+  'TreeRounds',
   'accounting',
   'calibrated_noise_multiplier',
   'config',
@@ -26,6 +29,8 @@ __getattr__, __dir__ = lazy_exports(
     'DPConfig': 'config',
     'EpsilonByRound': 'accounting',
     'GaussianRounds': 'accounting',
+    'TreeEpsilonByRound': 'accounting',
+    'TreeRounds': 'accounting',
     'calibrated_noise_multiplier': 'accounting',
     'epsilon': 'accounting',
   },

@@ -25,6 +25,19 @@ sampling, so it is part of the description (`sampling`):
   Differential Privacy and Analytical Moments Accountant" (AISTATS 2019). 'rdp' only.
 * 'all': every client in every round (q = 1; cross-silo; add or remove a client).
 
+DP-FTRL's tree aggregation (`aggregators.dp_mean('tree', ...)`) needs no sampling at all;
+`TreeRounds` describes T of its rounds with the tree restarted every R rounds, each client
+taking part at most once per tree (the trainer's epochs, `loop.sampling` method 'epoch'). One
+client's data touches the ceil(log2(R + 1)) nodes on its leaf's path in each tree it is in, each
+node noised with std z C, so a tree is a Gaussian mechanism of squared sensitivity
+ceil(log2(R + 1)) C^2 and T rounds compose floor(T / R) full trees and one of T mod R rounds:
+
+  RDP(alpha) = alpha (floor(T / R) ceil(log2(R + 1)) + ceil(log2(T mod R + 1))) / (2 z^2)
+
+(Kairouz et al., "Practical and Private (Deep) Learning without Sampling or Shuffling", ICML
+2021, App. D; `dp_accounting`'s `SingleEpochTreeAggregationDpEvent`), under neighbouring
+populations that differ by one client's data replaced with zeros (REPLACE_SPECIAL).
+
 The accounting itself is Google's `dp_accounting` (the library TFF and TensorFlow Privacy use);
 this module builds the DP event of a run and converts. The RDP-to-(epsilon, delta) conversion
 of `dp_accounting` 0.4 is Proposition 12 of Canonne, Kamath and Steinke ("The Discrete
@@ -54,6 +67,8 @@ __all__ = [
   'ORDERS',
   'SAMPLINGS',
   'GaussianRounds',
+  'TreeEpsilonByRound',
+  'TreeRounds',
   'calibrated_noise_multiplier',
   'epsilon',
 ]
@@ -130,15 +145,60 @@ class GaussianRounds:
     return dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
+@dataclasses.dataclass(frozen=True)
+class TreeRounds:
+  """T rounds of DP-FTRL's tree aggregation, the tree restarted every R rounds (module docstring).
+
+  Attributes:
+    noise_multiplier: z, each tree node's noise std over the clip norm (> 0).
+    rounds: T (>= 1).
+    rounds_per_tree: R (>= 1), the rounds between restarts; each client takes part at most
+      once in each tree.
+  """
+
+  noise_multiplier: float
+  rounds: int
+  rounds_per_tree: int
+
+  def __post_init__(self):
+    validation.check_positive('noise_multiplier', self.noise_multiplier)
+    validation.check_int('rounds', self.rounds, 1)
+    validation.check_int('rounds_per_tree', self.rounds_per_tree, 1)
+
+  def event(self) -> dp_accounting.DpEvent:
+    """The `dp_accounting` event: floor(T / R) full trees, then one of T mod R rounds."""
+    full, rest = divmod(self.rounds, self.rounds_per_tree)
+    tree = dp_accounting.SingleEpochTreeAggregationDpEvent
+    events = []
+    if full:
+      events.append(
+        dp_accounting.SelfComposedDpEvent(tree(self.noise_multiplier, self.rounds_per_tree), full)
+      )
+    if rest:
+      events.append(tree(self.noise_multiplier, rest))
+    return dp_accounting.ComposedDpEvent(events)
+
+  @property
+  def neighboring_relation(self) -> dp_accounting.NeighboringRelation:
+    return dp_accounting.NeighboringRelation.REPLACE_SPECIAL
+
+
 def _check_delta(delta: float) -> None:
   if not (isinstance(delta, (int, float)) and 0 < delta < 1):
     raise ValueError(f'delta must be in (0, 1), got {delta!r}')
 
 
-def _accountant(rounds: GaussianRounds, accountant: str, orders) -> dp_accounting.PrivacyAccountant:
+def _accountant(
+  rounds: GaussianRounds | TreeRounds, accountant: str, orders
+) -> dp_accounting.PrivacyAccountant:
   if accountant not in ACCOUNTANTS:
     raise ValueError(f'accountant={accountant!r}: valid choices: {", ".join(ACCOUNTANTS)}')
   if accountant == 'pld':
+    if isinstance(rounds, TreeRounds):
+      raise ValueError(
+        "accountant='pld' cannot account TreeRounds (dp_accounting has no PLD of tree "
+        "aggregation); use accountant='rdp'"
+      )
     if rounds.sampling == 'fixed_size':
       raise ValueError(
         "accountant='pld' cannot account sampling='fixed_size' (dp_accounting has no PLD of "
@@ -151,7 +211,7 @@ def _accountant(rounds: GaussianRounds, accountant: str, orders) -> dp_accountin
 
 
 def epsilon(
-  rounds: GaussianRounds, delta: float, *, accountant: str = 'rdp', orders=ORDERS
+  rounds: GaussianRounds | TreeRounds, delta: float, *, accountant: str = 'rdp', orders=ORDERS
 ) -> float:
   """The epsilon of the (epsilon, delta)-DP guarantee of `rounds` (module docstring).
 
@@ -199,6 +259,25 @@ class EpsilonByRound:
         0
       ]
     )
+
+
+class TreeEpsilonByRound:
+  """epsilon after T rounds for T = 1, 2, ... of one run of tree aggregation restarted every
+  `rounds_per_tree` rounds: `epsilon(TreeRounds(z, T, R), delta)` (a closed form in
+  `dp_accounting`: no sampled-Gaussian integral to cache)."""
+
+  def __init__(self, noise_multiplier: float, rounds_per_tree: int, delta: float, orders=ORDERS):
+    _check_delta(delta)
+    TreeRounds(noise_multiplier, 1, rounds_per_tree)  # checks the arguments
+    self.delta = delta
+    self.noise_multiplier = noise_multiplier
+    self.rounds_per_tree = rounds_per_tree
+    self._orders = orders
+
+  def epsilon(self, rounds: int) -> float:
+    """epsilon at `delta` after `rounds` (>= 1) rounds."""
+    run = TreeRounds(self.noise_multiplier, rounds, self.rounds_per_tree)
+    return epsilon(run, self.delta, orders=self._orders)
 
 
 def calibrated_noise_multiplier(

@@ -15,6 +15,7 @@ from tff_adaptive.core import validation
 
 NO_DP = 'none'
 _ADAPTIVE = 'gaussian_adaptive'
+TREE = 'tree'
 # 'none', then the mechanisms of `aggregators.dp.MECHANISMS` (a test holds the two together).
 DP_MECHANISMS: registry.Registry[str] = registry.Registry(
   'DP mechanism',
@@ -22,6 +23,7 @@ DP_MECHANISMS: registry.Registry[str] = registry.Registry(
     NO_DP: 'no differential privacy',
     'gaussian_fixed': 'clip to C, Gaussian noise z C on the sum (McMahan et al. 2018)',
     _ADAPTIVE: 'the clip follows a quantile of the update norms (Andrew et al. 2021)',
+    TREE: "clip to C, DP-FTRL's tree noise, restarted every epoch (Kairouz et al. 2021)",
   },
 )
 
@@ -92,6 +94,10 @@ class DPConfig:
   @property
   def adaptive(self) -> bool:
     return self.mechanism == _ADAPTIVE
+
+  @property
+  def tree(self) -> bool:
+    return self.mechanism == TREE
 
   def check_clients_per_round(self, clients_per_round: int) -> None:
     """The adaptive clip's budget split needs z < 2 sigma_b (`aggregators.dp`); else ValueError."""
