@@ -205,20 +205,25 @@ def test_the_dp_study_driver(tmp_path):
     ('fixed', 'fedadam_aware', '0.5', ''),
     ('adaptive', 'fedavg', '0.5', ''),
     ('adaptive', 'fedadam', '0.5', ''),
+    ('tree', 'fedavg', '0.5', ''),
     ('none', 'fedavg', '', '4'),
     ('none', 'fedadam', '', '4'),
   ]
   assert all(r['rounds'] == '2' and r['final_accuracy'] for r in rows)
   epsilon = accounting.EpsilonByRound(0.5, 10, 100, 'fixed_size', 100**-1.1).epsilon(2)
   assert {r['epsilon'] for r in rows[2:7]} == {f'{epsilon:.2f}'} and rows[0]['epsilon'] == ''
+  tree_epsilon = accounting.TreeEpsilonByRound(0.5, 10, 100**-1.1).epsilon(2)  # epochs of 10
+  assert rows[7]['epsilon'] == f'{tree_epsilon:.2f}' != f'{epsilon:.2f}'
   # The CNN's tensors at 4 bits (what test_compression holds to the encoder's output).
   specs = [
     tf.TensorSpec(w.shape, tf.float32) for w in models.build_fmnist_cnn(10).trainable_weights
   ]
   expected = compression.bits_per_client(specs, 4)
-  assert [int(r['upload_bits_per_client']) for r in rows[7:]] == [expected, expected]
+  assert [int(r['upload_bits_per_client']) for r in rows[8:]] == [expected, expected]
   assert expected < 32 * 21_841 / 6
   assert '| fedavg | 4 | ' in (report / 'dp_fmnist.md').read_text()
+  assert '| FedAvg (tree, DP-FTRL) | ' in (report / 'dp_fmnist.md').read_text()
+  assert f' (eps {tree_epsilon:.2f}) |' in (report / 'dp_fmnist.md').read_text()
   assert rows[2]['final_clip'] == '' and rows[5]['final_clip'] != ''  # adaptive: its clip
   table = (report / 'dp_fmnist.md').read_text()
   assert f'; code version {provenance.code_version(str(repo))}' in table  # and the date

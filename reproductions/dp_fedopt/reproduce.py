@@ -13,12 +13,16 @@ rate q = m / N. Cells (each at every --noise_multipliers z, plus both servers wi
 * fixed clip C = --clip: FedAvg (server SGD, lr 1), FedAdam (lr --fedadam_lr, tau --tau) and
   FedAdam with the noise-aware second moment (`--dp_noise_aware_server`);
 * adaptive clip from --initial_clip to the median update norm (Andrew et al. 2021): FedAvg, FedAdam;
+* DP-FTRL (Kairouz et al. 2021, `--dp=tree`): the fixed clip, tree noise restarted every epoch of
+  N / m rounds, clients in epochs (no amplification by sampling, so more epsilon for the same z):
+  FedAvg (server SGD, lr 1, which is what FTRL's prefix sums are for);
 * without DP, uploads quantised to each of --compression_bits (`--compression=uniform`): FedAvg,
   FedAdam, against the float32 cells.
 
 Every client counts once (uniform weights, as DP requires; the no-DP cells too, so that the only
 difference is the noise and the clip). Epsilon is the trainer's `dp_epsilon` of the last round:
-RDP of sampling exactly m of N clients without replacement, delta = 1 / N^1.1.
+RDP of sampling exactly m of N clients without replacement (the tree: of its restarts, each
+client once per epoch), delta = 1 / N^1.1.
 
   .venv/bin/python -m reproductions.dp_fedopt.reproduce --parallel=2
   .venv/bin/python -m reproductions.dp_fedopt.reproduce --publish --parallel=2  # the committed run
@@ -112,6 +116,14 @@ CLIP_RULES = {
   'none': ('fedavg', 'fedadam'),
   'fixed': ('fedavg', 'fedadam', 'fedadam_aware'),
   'adaptive': ('fedavg', 'fedadam'),
+  'tree': ('fedavg',),
+}
+DP_RULES = ('fixed', 'adaptive', 'tree')
+RULE_NAMES = {
+  'none': 'no DP',
+  'fixed': 'fixed clip',
+  'adaptive': 'adaptive clip',
+  'tree': 'tree, DP-FTRL',
 }
 
 UsageError = cell_runner.UsageError
@@ -153,7 +165,7 @@ def compression_bits() -> list[int]:
 def build_cells() -> list[Cell]:
   cells = [Cell(f'nodp_{c}', 'none', c, None) for c in CLIP_RULES['none']]
   for z in noise_multipliers():
-    for rule in ('fixed', 'adaptive'):
+    for rule in DP_RULES:
       cells += [Cell(f'{rule}_{c}_z{z:g}', rule, c, z) for c in CLIP_RULES[rule]]
   for bits in compression_bits():
     cells += [Cell(f'uniform{bits}_{c}', 'none', c, None, bits) for c in CLIP_RULES['none']]
@@ -189,6 +201,8 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
     args += ['--dp=gaussian_fixed', f'--dp_clip={FLAGS.clip}']
   elif cell.clip_rule == 'adaptive':
     args += ['--dp=gaussian_adaptive', f'--dp_clip={FLAGS.initial_clip}']
+  elif cell.clip_rule == 'tree':
+    args += ['--dp=tree', f'--dp_clip={FLAGS.clip}']
   if cell.noise_multiplier is not None:
     args.append(f'--dp_noise_multiplier={cell.noise_multiplier:g}')
   if aware:
@@ -234,7 +248,7 @@ def _fmt(value, digits=2) -> str:
 
 def _label(cell: Cell) -> str:
   names = {'fedavg': 'FedAvg', 'fedadam': 'FedAdam', 'fedadam_aware': 'FedAdam, noise-aware'}
-  rule = {'none': 'no DP', 'fixed': 'fixed clip', 'adaptive': 'adaptive clip'}[cell.clip_rule]
+  rule = RULE_NAMES[cell.clip_rule]
   if cell.bits is not None:
     rule = f'no DP, {cell.bits}-bit uploads'
   return f'{names[cell.config]} ({rule})'
@@ -264,23 +278,28 @@ def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
 def summary_lines(cells: list[Cell], results: dict[str, CellResult]) -> list[str]:
   zs = noise_multipliers()
   epsilons = {}
-  for z in zs:
-    found = [results[c.name].epsilon for c in cells if c.noise_multiplier == z]
+  for z in zs:  # the Gaussian mechanisms' (the tree's is given in its cells)
+    found = [
+      results[c.name].epsilon for c in cells if c.noise_multiplier == z and c.clip_rule != 'tree'
+    ]
     epsilons[z] = next((e for e in found if e is not None), None)
   head = ['configuration', 'no DP'] + [f'z = {z:g} (eps {_fmt(epsilons[z])})' for z in zs]
   lines = [
     f'Mean test accuracy of the last {LAST_EVALS} evaluations (%), by noise multiplier z and '
-    'the epsilon it spends:',
+    'the epsilon it spends (the tree spends more for the same z: its epsilon is in its cells):',
     '',
     f'| {" | ".join(head)} |',
     '|' + '---|' * len(head),
   ]
-  for rule in ('fixed', 'adaptive'):
+  for rule in DP_RULES:
     for config in CLIP_RULES[rule]:
       cols = [_label(Cell('', rule, config, None))]
       base = results.get(f'nodp_{config if config != "fedadam_aware" else "fedadam"}')
       cols.append(_fmt(base.last5) if base else '')
-      cols += [_fmt(results[f'{rule}_{config}_z{z:g}'].last5) for z in zs]
+      for z in zs:
+        r = results[f'{rule}_{config}_z{z:g}']
+        tree_eps = f' (eps {_fmt(r.epsilon)})' if rule == 'tree' and r.epsilon is not None else ''
+        cols.append(_fmt(r.last5) + tree_eps)
       lines.append(f'| {" | ".join(cols)} |')
   aware = []
   for z in zs:
@@ -332,8 +351,10 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     f'{FLAGS.rounds} rounds; seed {FLAGS.seed}; client SGD lr {FLAGS.client_learning_rate:g}, '
     f'batch 16, 1 epoch; FedAvg server lr 1; FedAdam lr {FLAGS.fedadam_lr:g}, tau {FLAGS.tau:g}; '
     f'fixed clip {FLAGS.clip:g}; adaptive clip from {FLAGS.initial_clip:g} to the median norm '
-    f'(rate 0.2). Epsilon at delta = 1/N^1.1 = {delta:.3g} (RDP, sampling without '
-    'replacement, every round).',
+    f'(rate 0.2); the tree with the fixed clip, restarted every '
+    f'{FLAGS.num_clients // FLAGS.clients_per_round} rounds. Epsilon at delta = 1/N^1.1 = '
+    f'{delta:.3g} (RDP; sampling without replacement every round, the tree: its restarts, each '
+    'client once per epoch).',
     f'- Trainer command of a cell: `{cell_runner.shown_command(trainer_command(example, runs_dir))}`',
     f'- Evaluation every {FLAGS.rounds_per_eval} rounds on the 10,000 test images.',
     cell_runner.stamp_line(),
@@ -359,9 +380,9 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) ->
 
   fig, (ax, curves) = plt.subplots(1, 2, figsize=(13, 4.8))
   colors = {'fedavg': 'tab:blue', 'fedadam': 'tab:red', 'fedadam_aware': 'tab:green'}
-  styles = {'fixed': '-', 'adaptive': '--'}
+  styles = {'fixed': '-', 'adaptive': '--', 'tree': '-.'}
   zs = noise_multipliers()
-  for rule in ('fixed', 'adaptive'):
+  for rule in DP_RULES:
     for config in CLIP_RULES[rule]:
       points = [
         (results[f'{rule}_{config}_z{z:g}'].epsilon, results[f'{rule}_{config}_z{z:g}'].last5)
@@ -372,7 +393,7 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) ->
         ax.plot(
           *zip(*points),
           marker='o',
-          color=colors[config],
+          color='tab:purple' if rule == 'tree' else colors[config],
           linestyle=styles[rule],
           label=_label(Cell('', rule, config, None)),
         )
@@ -397,7 +418,7 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) ->
       curves.plot(
         [r for r, _ in curve],
         [100 * a for _, a in curve],
-        color=colors[cell.config],
+        color='tab:purple' if cell.clip_rule == 'tree' else colors[cell.config],
         linestyle=styles.get(cell.clip_rule, ':'),
         label=_label(cell),
       )

@@ -30,8 +30,8 @@ depends on a client's data (its example count n_i) would raise the sensitivity.
       g_t = (sum_i clip(u_i) + N~_t - N~_{t-1}) / m,
   N~_t the tree's noise on S_t (the sum of the O(log t) nodes that cover 1..t; with
   `efficient=True`, Honaker's minimum-variance estimate from all nodes). A server SGD step on
-  g_t then follows the noised prefix sums: x_t = x_0 - eta (S_t + N~_t) / m, noise that grows
-  like log t instead of sqrt t. Restarted (N~ = 0 again) every `restart_rounds` rounds. One
+  g_t then follows the noised prefix sums: x_t = x_0 - eta (S_t + N~_t) / m, noise whose
+  variance grows like log t instead of t. Restarted (N~ = 0 again) every `restart_rounds` rounds. One
   client taking part at most once per tree touches the ceil(log2(R + 1)) nodes on its leaf's
   path, R rounds per tree: RDP alpha ceil(log2(R + 1)) / (2 z^2) per tree, under replacing a
   client's data by zeros (`privacy.accounting.TreeRounds`; the trainer samples clients in
