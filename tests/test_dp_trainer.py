@@ -30,9 +30,9 @@ ARGS = [
 ]
 
 
-def _train(tmp_path, name, *extra):
+def _train(tmp_path, name, *extra, args=ARGS):
   result = trainer_processes.run(
-    [*ARGS, f'--root_output_dir={tmp_path}', f'--experiment_name={name}', *extra], timeout=600
+    [*args, f'--root_output_dir={tmp_path}', f'--experiment_name={name}', *extra], timeout=600
   )
   assert result.returncode == 0, result.stderr
   assert trainer_processes.stderr_lines(result.stderr) == [], result.stderr
@@ -134,14 +134,7 @@ TREE_ARGS = [
 
 
 def _train_tree(tmp_path, name, *extra):
-  result = trainer_processes.run(
-    [*TREE_ARGS, f'--root_output_dir={tmp_path}', f'--experiment_name={name}', *extra],
-    timeout=600,
-  )
-  assert result.returncode == 0, result.stderr
-  assert trainer_processes.stderr_lines(result.stderr) == [], result.stderr
-  with open(tmp_path / name / 'metrics.csv') as f:
-    return result, list(csv.DictReader(f))
+  return _train(tmp_path, name, *extra, args=TREE_ARGS)
 
 
 def test_tree_runs_in_epochs_with_the_trees_epsilon_and_resumes_on_tff_exactly(tmp_path):
