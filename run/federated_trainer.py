@@ -187,7 +187,7 @@ def _epsilon_by_round(config, num_clients: int):
     return tree.epsilon, (
       f'{described}, each at most once per epoch of {per_tree} rounds (the tree restarted '
       f'every epoch); epsilon after {rounds}: {tree.epsilon(config.total_rounds):.4g} at delta '
-      f'{delta:.3g} (RDP of the tree restarts, neighbours: one client replaced by zeros)'
+      f"{delta:.3g} (RDP of the tree restarts, neighbours: one client's update replaced by zero)"
     )
   how = 'all' if m == num_clients else 'fixed_size'
   by_round = accounting.EpsilonByRound(dp.noise_multiplier, m, num_clients, how, delta)

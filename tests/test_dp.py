@@ -189,11 +189,11 @@ TREE_PREFIX_VARIANCES = {False: [1, 1, 2, 1], True: [1, 2 / 3, 5 / 3, 4 / 7]}
 def test_tree_noise_is_the_trees_estimate_of_the_running_sum_and_restarts(efficient):
   z, clip, m, n = 0.7, 0.5, 4, 40_000
   specs = (tf.TensorSpec([n], tf.float32),)
-  zeros = [[(np.zeros(n, np.float32),)] * m] * 6
+  zeros = [[(np.zeros(n, np.float32),)] * m] * 7
 
   def releases(seed):
     aggregation = aggregators.dp_mean(
-      'tree', z, m, clip, restart_rounds=4, efficient=efficient, noise_seed=seed
+      'tree', z, m, clip, restart_rounds=5, efficient=efficient, noise_seed=seed
     )
     return [_flat(result) for result, _ in _fold_rounds(aggregation, zeros, specs)]
 
@@ -204,15 +204,16 @@ def test_tree_noise_is_the_trees_estimate_of_the_running_sum_and_restarts(effici
   running = np.cumsum(noise, axis=0)
   expected = TREE_PREFIX_VARIANCES[efficient]
   np.testing.assert_allclose([np.var(s) / unit for s in running[:4]], expected, rtol=0.03)
-  # Restarted after round 4: rounds 5 and 6 sum from a new tree, N~ = 0 at its start.
-  fresh = running[4:] - running[3]
+  # Restarted after round 5: rounds 6 and 7 sum from a new tree, N~ = 0 at its start. (Without
+  # the restart, round 6 of the plain tree would release node [5, 6] - leaf 5: variance 2.)
+  fresh = running[5:] - running[4]
   np.testing.assert_allclose([np.var(s) / unit for s in fresh], expected[:2], rtol=0.03)
-  assert abs(np.corrcoef(fresh[0], running[3])[0, 1]) < 0.03
+  assert abs(np.corrcoef(fresh[0], running[4])[0, 1]) < 0.03
   # A function of (seed, round): the same seed draws the same noise on the TFF face too; seeds
   # 5 and 6 draw apart in every pair of rounds (TF Privacy's generator, seeded with s and s + 1
   # directly, would give node k + 1 of one run the noise of node k of the other).
   factory = _factory_rounds(
-    aggregators.dp_mean('tree', z, m, clip, restart_rounds=4, efficient=efficient, noise_seed=5),
+    aggregators.dp_mean('tree', z, m, clip, restart_rounds=5, efficient=efficient, noise_seed=5),
     zeros,
     specs,
   )

@@ -5,6 +5,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import types
 
 import pytest
 import tensorflow as tf
@@ -135,6 +136,21 @@ TREE_ARGS = [
 
 def _train_tree(tmp_path, name, *extra):
   return _train(tmp_path, name, *extra, args=TREE_ARGS)
+
+
+def test_the_trainer_restarts_the_tree_every_epoch():
+  from run import federated_trainer  # pylint: disable=g-import-not-at-top
+  from tff_adaptive.privacy import config as privacy_config  # pylint: disable=g-import-not-at-top
+
+  config = types.SimpleNamespace(
+    dp=privacy_config.DPConfig('tree', noise_multiplier=0.8, clip=0.1),
+    compression=None,
+    clients_per_round=30,
+    seed=1,
+  )
+  aggregation = federated_trainer._aggregation(config, 100)  # pylint: disable=protected-access
+  assert aggregation.name == 'dp_mean(tree, z=0.8, C=0.1, m=30, restarted every 3 rounds)'
+  assert aggregation.differentially_private
 
 
 def test_tree_runs_in_epochs_with_the_trees_epsilon_and_resumes_on_tff_exactly(tmp_path):

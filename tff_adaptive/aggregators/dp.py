@@ -30,11 +30,11 @@ depends on a client's data (its example count n_i) would raise the sensitivity.
       g_t = (sum_i clip(u_i) + N~_t - N~_{t-1}) / m,
   N~_t the tree's noise on S_t (the sum of the O(log t) nodes that cover 1..t; with
   `efficient=True`, Honaker's minimum-variance estimate from all nodes). A server SGD step on
-  g_t then follows the noised prefix sums: x_t = x_0 - eta (S_t + N~_t) / m, noise whose
-  variance grows like log t instead of t. Restarted (N~ = 0 again) every `restart_rounds` rounds. One
+  g_t then follows the noised prefix sums: x_t = x_0 - eta (S_t + N~_t) / m (for a constant
+  eta), noise whose variance grows like log t instead of t. Restarted (N~ = 0 again) every `restart_rounds` rounds. One
   client taking part at most once per tree touches the ceil(log2(R + 1)) nodes on its leaf's
   path, R rounds per tree: RDP alpha ceil(log2(R + 1)) / (2 z^2) per tree, under replacing a
-  client's data by zeros (`privacy.accounting.TreeRounds`; the trainer samples clients in
+  client's clipped update by zero, a null client (`privacy.accounting.TreeRounds`; the trainer samples clients in
   epochs of R rounds, `loop.sampling` method 'epoch', and restarts every epoch).
 
 The queries are TensorFlow Privacy's (`GaussianSumQuery`, `QuantileAdaptiveClipSumQuery`,
@@ -350,7 +350,10 @@ def dp_mean(
 
     query_for(())  # checks the arguments now
     make_factory = lambda: _TreeFactory(query_for)  # noqa: E731
+    restart = kwargs.get('restart_rounds')
+    restarted = f', restarted every {restart} rounds' if restart else ''
   else:
+    restarted = ''
     query = build_dp_query(mechanism, noise_multiplier, clients_per_round, clip, **kwargs)
     query_for = lambda specs: query  # noqa: E731
     make_factory = lambda: tff.aggregators.DifferentiallyPrivateFactory(query)  # noqa: E731
@@ -375,7 +378,7 @@ def dp_mean(
     return result, new_state, measurements
 
   return UpdateAggregation(
-    f'dp_mean({mechanism}, z={noise_multiplier:g}, C={clip:g}, m={clients_per_round})',
+    f'dp_mean({mechanism}, z={noise_multiplier:g}, C={clip:g}, m={clients_per_round}{restarted})',
     lambda: tff.aggregators.as_weighted_aggregator(make_factory()),
     zero,
     accumulate,

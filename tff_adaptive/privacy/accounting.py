@@ -36,7 +36,9 @@ ceil(log2(R + 1)) C^2 and T rounds compose floor(T / R) full trees and one of T 
 
 (Kairouz et al., "Practical and Private (Deep) Learning without Sampling or Shuffling", ICML
 2021, App. D; `dp_accounting`'s `SingleEpochTreeAggregationDpEvent`), under neighbouring
-populations that differ by one client's data replaced with zeros (REPLACE_SPECIAL).
+populations that differ by one client's clipped update replaced by zero, a null client
+(REPLACE_SPECIAL; replacing one client by another doubles the sensitivity: `TreeRounds(z / 2,
+...)` accounts that relation).
 
 The accounting itself is Google's `dp_accounting` (the library TFF and TensorFlow Privacy use);
 this module builds the DP event of a run and converts. The RDP-to-(epsilon, delta) conversion
