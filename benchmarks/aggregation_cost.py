@@ -6,8 +6,9 @@
 Setup of the DP study (reproductions/dp_fedopt): fmnist as 1000 clients x 60 examples, the CNN
 of Kim et al. 2024 (21,840 weights), 50 clients per round, one local epoch of SGD (batch 16,
 3 steps), FedAvg (server SGD, lr 1), no evaluation. Aggregations: the weighted mean (`mean`),
-`aggregators.dp_mean` with the fixed clip (z = 1, C = 0.25) and the adaptive clip (z = 1,
-initial C = 0.1), and `aggregators.quantized_mean` at 8 and 4 bits; each on engine "inprocess"
+`aggregators.dp_mean` with the fixed clip (z = 1, C = 0.25), the adaptive clip (z = 1,
+initial C = 0.1) and DP-FTRL's tree (z = 1, C = 0.25, restarted every 1000 / m rounds), and
+`aggregators.quantized_mean` at 8 and 4 bits; each on engine "inprocess"
 (one compiled round in this process) and "tff" (a LearningProcess on one local TFF worker).
 Every configuration trains the same clients from the same initial model; after `--warmup`
 rounds each they are timed in round-robin blocks of `--block` rounds, the order rotating every
@@ -23,6 +24,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
+from absl import logging
 import tensorflow_federated as tff
 
 from tff_adaptive import aggregators
@@ -51,6 +53,8 @@ def aggregations(clients_per_round: int) -> dict:
     'mean': lambda: None,
     'dp_fixed': lambda: aggregators.dp_mean('gaussian_fixed', 1.0, m, 0.25),
     'dp_adaptive': lambda: aggregators.dp_mean('gaussian_adaptive', 1.0, m, 0.1),
+    # DP-FTRL's tree, restarted every epoch of 1000 / m rounds (the trainer's --dp=tree).
+    'dp_tree': lambda: aggregators.dp_mean('tree', 1.0, m, 0.25, restart_rounds=1000 // m),
     'uniform8': lambda: aggregators.quantized_mean(8),
     'uniform4': lambda: aggregators.quantized_mean(4),
   }
@@ -92,6 +96,7 @@ class _Runner:
 
 def main(argv):
   del argv
+  logging.set_verbosity(logging.WARNING)  # TFF's INFO lines for every model it builds
   task = tasks.build_task(
     tasks.TaskConfig(
       'fmnist', seed=1, dirichlet_alpha=1.0, num_clients=1000, examples_per_client=60
