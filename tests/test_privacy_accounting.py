@@ -190,7 +190,8 @@ def _tree_rdp(z, rounds, per_tree, orders):
   [(1.0, 35, 10, 1e-5), (2.5, 1000, 100, 1e-6), (0.8, 7, 1, 1e-5), (4.0, 3, 16, 1e-5)],
 )
 def test_tree_restarts_are_the_closed_form_and_tensorflow_privacys(z, rounds, per_tree, delta):
-  from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from tensorflow_privacy.privacy.analysis import tree_aggregation_accountant
 
   eps = accounting.epsilon(accounting.TreeRounds(z, rounds, per_tree), delta)
   orders = accounting.ORDERS

@@ -380,6 +380,10 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) ->
 
   fig, (ax, curves) = plt.subplots(1, 2, figsize=(13, 4.8))
   colors = {'fedavg': 'tab:blue', 'fedadam': 'tab:red', 'fedadam_aware': 'tab:green'}
+
+  def color(rule: str, config: str) -> str:
+    return 'tab:purple' if rule == 'tree' else colors[config]
+
   styles = {'fixed': '-', 'adaptive': '--', 'tree': '-.'}
   zs = noise_multipliers()
   for rule in DP_RULES:
@@ -393,7 +397,7 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) ->
         ax.plot(
           *zip(*points),
           marker='o',
-          color='tab:purple' if rule == 'tree' else colors[config],
+          color=color(rule, config),
           linestyle=styles[rule],
           label=_label(Cell('', rule, config, None)),
         )
@@ -418,7 +422,7 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) ->
       curves.plot(
         [r for r, _ in curve],
         [100 * a for _, a in curve],
-        color='tab:purple' if cell.clip_rule == 'tree' else colors[cell.config],
+        color=color(cell.clip_rule, cell.config),
         linestyle=styles.get(cell.clip_rule, ':'),
         label=_label(cell),
       )

@@ -31,11 +31,12 @@ depends on a client's data (its example count n_i) would raise the sensitivity.
   N~_t the tree's noise on S_t (the sum of the O(log t) nodes that cover 1..t; with
   `efficient=True`, Honaker's minimum-variance estimate from all nodes). A server SGD step on
   g_t then follows the noised prefix sums: x_t = x_0 - eta (S_t + N~_t) / m (for a constant
-  eta), noise whose variance grows like log t instead of t. Restarted (N~ = 0 again) every `restart_rounds` rounds. One
-  client taking part at most once per tree touches the ceil(log2(R + 1)) nodes on its leaf's
-  path, R rounds per tree: RDP alpha ceil(log2(R + 1)) / (2 z^2) per tree, under replacing a
-  client's clipped update by zero, a null client (`privacy.accounting.TreeRounds`; the trainer samples clients in
-  epochs of R rounds, `loop.sampling` method 'epoch', and restarts every epoch).
+  eta), noise whose variance grows like log t instead of t. Restarted (N~ = 0 again) every
+  `restart_rounds` rounds. One client taking part at most once per tree touches the
+  ceil(log2(R + 1)) nodes on its leaf's path, R rounds per tree: RDP alpha ceil(log2(R + 1)) /
+  (2 z^2) per tree, under replacing a client's clipped update by zero, a null client
+  (`privacy.accounting.TreeRounds`; the trainer samples clients in epochs of R rounds,
+  `loop.sampling` method 'epoch', and restarts every epoch).
 
 The queries are TensorFlow Privacy's (`GaussianSumQuery`, `QuantileAdaptiveClipSumQuery`,
 `NormalizedQuery`) and the TFF face is `tff.aggregators.DifferentiallyPrivateFactory` over them,
