@@ -129,6 +129,10 @@ def _dp_aggregation(config, num_clients: int):
   from tff_adaptive import aggregators  # pylint: disable=g-import-not-at-top
 
   dp = config.dp
+  if dp.distributed:
+    return aggregators.ddp_mean(
+      dp.noise_multiplier, config.clients_per_round, dp.clip, dp.bits, noise_seed=config.seed
+    )
   kwargs = {'noise_seed': config.seed}
   if dp.tree:  # restarted every epoch of the 'epoch' sampler (trainer_flags checked it)
     kwargs['restart_rounds'] = sampling.rounds_per_epoch(num_clients, config.clients_per_round)
@@ -161,17 +165,21 @@ def _dp_aggregation(config, num_clients: int):
   return aggregation
 
 
-def _epsilon_by_round(config, num_clients: int):
+def _epsilon_by_round(config, task):
   """(round T -> epsilon of T rounds, a one-line description) of a --dp run; (None, '') without.
 
   The sampling accounted is the trainer's: exactly m of the N clients, uniformly without
   replacement, every round (all N when m = N); with --dp=tree, epochs of floor(N / m) rounds
-  in which each client takes part at most once. z = 0 is not private: epsilon is infinite.
+  in which each client takes part at most once; with --dp=distributed_skellam, no amplification
+  by sampling (the Skellam bound needs the update's dimension: the task model's trainable
+  parameters). z = 0 is not private: epsilon is infinite.
   """
   if config.dp is None:
     return None, ''
+  from tff_adaptive.core import skellam  # pylint: disable=g-import-not-at-top
   from tff_adaptive.privacy import accounting  # pylint: disable=g-import-not-at-top
 
+  num_clients = len(task.client_ids)
   dp, m = config.dp, config.clients_per_round
   delta = dp.delta_for(num_clients)
   described = (
@@ -188,6 +196,17 @@ def _epsilon_by_round(config, num_clients: int):
       f'{described}, each at most once per epoch of {per_tree} rounds (the tree restarted '
       f'every epoch); epsilon after {rounds}: {tree.epsilon(config.total_rounds):.4g} at delta '
       f"{delta:.3g} (RDP of the tree restarts, neighbours: one client's update replaced by zero)"
+    )
+  if dp.distributed:
+    dim = sum(w.shape.num_elements() for w in task.keras_model_fn(config.seed).trainable_weights)
+    parameters = skellam.SkellamParameters(dp.noise_multiplier, dp.clip, m, dim, dp.bits)
+    by_round = accounting.SkellamEpsilonByRound(parameters, delta)
+    return by_round.epsilon, (
+      f'{described}, {dp.bits}-bit secure aggregation (scale {parameters.scale:.4g}, sensitivity '
+      f'{parameters.l2_sensitivity / (parameters.scale * dp.clip):.4f} C after rounding); '
+      f'epsilon after {rounds}: {by_round.epsilon(config.total_rounds):.4g} at delta '
+      f'{delta:.3g} (RDP of the Skellam mechanism, no amplification by sampling, neighbours: '
+      "one client's update replaced by zero)"
     )
   how = 'all' if m == num_clients else 'fixed_size'
   by_round = accounting.EpsilonByRound(dp.noise_multiplier, m, num_clients, how, delta)
@@ -290,7 +309,7 @@ def _train(config, output_dir: str) -> None:
     )
     algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
     engine_config.check_engine(config.engine, algorithm)  # e.g. a model without a batched form
-    epsilon, dp_line = _epsilon_by_round(config, len(task.client_ids))
+    epsilon, dp_line = _epsilon_by_round(config, task)
     if config.runtime.workers:  # before anything is written
       runtime.check_reachable(config.runtime.workers, config.runtime.worker_connect_timeout)
     # The directory, its lock (held until this process ends), then the hparams check and first

@@ -74,10 +74,13 @@ flags.DEFINE_string(
   "User-level differential privacy: none, gaussian_fixed (every client's update clipped to "
   'L2 norm --dp_clip, Gaussian noise of std z C added to their sum, divided by the clients per '
   'round, then the server optimizer), gaussian_adaptive (the clip follows a quantile of the '
-  "update norms, Andrew et al. 2021) or tree (DP-FTRL, Kairouz et al. 2021: the clipped sums' "
+  "update norms, Andrew et al. 2021), tree (DP-FTRL, Kairouz et al. 2021: the clipped sums' "
   'running total noised through a binary tree, restarted every epoch; clients sampled in '
-  'epochs, --client_sampler=epoch). Every client counts once (--client_weighting=uniform); '
-  'metrics.csv gets dp_epsilon after every round. fedopt, fedprox and fedpa only.',
+  'epochs, --client_sampler=epoch) or distributed_skellam (distributed DP, Agarwal et al. '
+  '2021: each client clips, rounds to integers and adds its share of Skellam noise, secure '
+  'aggregation sums modulo 2^--dp_bits; --engine=tff only). Every client counts once '
+  '(--client_weighting=uniform); metrics.csv gets dp_epsilon after every round. fedopt, '
+  'fedprox and fedpa only.',
 )
 flags.DEFINE_float(
   'dp_noise_multiplier', 1.0, '--dp: noise multiplier z >= 0 (0: clipping only, not private).'
@@ -98,6 +101,12 @@ flags.DEFINE_bool(
   False,
   '--dp=gaussian_fixed with --server_optimizer=adagrad/adam/yogi: remove the known noise '
   'variance (z C / m)^2 from the second moment, v_t on g_t^2 - (z C / m)^2, clamped at 0.',
+)
+flags.DEFINE_integer(
+  'dp_bits',
+  20,
+  "--dp=distributed_skellam: B, 1..22, secure aggregation's modulus 2^B (fewer bits: coarser "
+  'rounding, a larger sensitivity, a larger epsilon).',
 )
 flags.DEFINE_float(
   'dp_delta',
@@ -467,6 +476,7 @@ SECTIONS = (
       'dp_target_quantile',
       'dp_clip_learning_rate',
       'dp_noise_aware_server',
+      'dp_bits',
       'dp_delta',
     ),
   ),
@@ -705,6 +715,8 @@ def ignored_flags(config: ExperimentConfig) -> list[str]:
   for flag in _ADAPTIVE_DP_FLAGS:
     if FLAGS[flag].present and config.dp is not None and not config.dp.adaptive:
       lines.append(f'--{flag} is ignored by --dp={config.dp.mechanism}')
+  if FLAGS['dp_bits'].present and config.dp is not None and not config.dp.distributed:
+    lines.append(f'--dp_bits is ignored by --dp={config.dp.mechanism}')
   if config.dp is not None and FLAGS.client_weighting != algorithm_config.UNIFORM_WEIGHTING:
     if FLAGS['client_weighting'].present:
       lines.append(
@@ -737,6 +749,7 @@ _DP_FLAGS = (
   'dp_noise_multiplier',
   'dp_clip',
   'dp_delta',
+  'dp_bits',
   'dp_noise_aware_server',
   *_ADAPTIVE_DP_FLAGS,
 )
@@ -746,6 +759,7 @@ _DP_FIELD_FLAGS = {
   'target_quantile': '--dp_target_quantile',
   'clip_learning_rate': '--dp_clip_learning_rate',
   'delta': '--dp_delta',
+  'bits': '--dp_bits',
 }
 
 # Flags read by one algorithm only.
@@ -784,6 +798,7 @@ def _dp_from_flags(clients_per_round: int) -> privacy_config.DPConfig | None:
       target_quantile=FLAGS.dp_target_quantile,
       clip_learning_rate=FLAGS.dp_clip_learning_rate,
       delta=FLAGS.dp_delta,
+      bits=FLAGS.dp_bits,
     )
     dp.check_clients_per_round(clients_per_round)
   except ValueError as e:
@@ -794,8 +809,11 @@ def _dp_from_flags(clients_per_round: int) -> privacy_config.DPConfig | None:
 def _sampler_from_flags(dp: privacy_config.DPConfig | None) -> str:
   """--client_sampler; 'epoch' for --dp=tree, whose accounting needs each client at most once
   per tree (another sampler given explicitly is refused), and not 'epoch' for the Gaussian
-  mechanisms, whose accounting needs a fresh uniform draw every round."""
+  mechanisms, whose accounting needs a fresh uniform draw every round; any for distributed DP,
+  accounted without amplification by sampling."""
   if dp is None:
+    return FLAGS.client_sampler
+  if dp.distributed:  # accounted without amplification by sampling: any sampler
     return FLAGS.client_sampler
   if not dp.tree:
     if FLAGS.client_sampler == 'epoch':
@@ -846,6 +864,11 @@ def _noise_variance_from_flags(
     raise ValueError(
       '--dp_noise_aware_server needs --dp=gaussian_fixed: with gaussian_adaptive the clip, and '
       'so the noise variance, changes every round'
+    )
+  if dp.distributed:
+    raise ValueError(
+      '--dp_noise_aware_server needs --dp=gaussian_fixed: with distributed_skellam the noise '
+      'has the rounding in it too, and secure aggregation may wrap it around'
     )
   if dp.tree:
     raise ValueError(
@@ -1114,6 +1137,16 @@ def experiment_config_from_flags() -> ExperimentConfig:
   clients_per_round = _or(FLAGS.clients_per_round, defaults.clients_per_round)
   dp = _dp_from_flags(clients_per_round)
   compression = _compression_from_flags(dp)
+  if dp is not None and dp.distributed and FLAGS.engine != 'tff':
+    raise ValueError(
+      f'--dp={dp.mechanism} needs --engine=tff (got --engine={FLAGS.engine}): secure '
+      "aggregation is a TFF intrinsic, which only TFF's runtime computes"
+    )
+  if dp is not None and dp.distributed and (workers or FLAGS.local_workers is not None):
+    raise ValueError(
+      f'--dp={dp.mechanism} runs on one TFF worker: secure aggregation is simulated by TFF on '
+      'one worker, not merged across --workers or --local_workers'
+    )
   server_name = FLAGS.server_optimizer
   if FLAGS.algorithm == 'adafedadam':
     if not FLAGS['server_optimizer'].present:

@@ -107,7 +107,8 @@ def _flat(nest):
 
 
 def test_the_mechanism_names_agree():
-  assert tuple(privacy_config.DP_MECHANISMS)[1:] == dp.MECHANISMS
+  assert tuple(privacy_config.DP_MECHANISMS)[1:-1] == dp.MECHANISMS
+  assert tuple(privacy_config.DP_MECHANISMS)[-1] == privacy_config.DISTRIBUTED_SKELLAM
   assert privacy_config.DP_MECHANISMS.names[0] == privacy_config.NO_DP
 
 

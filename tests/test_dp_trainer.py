@@ -1,6 +1,7 @@
 """The trainer's --dp: epsilon after every round, both engines, an exact resume, one-line refusals."""
 
 import csv
+import math
 import os
 import pathlib
 import subprocess
@@ -14,6 +15,7 @@ from run import provenance
 from tests import trainer_processes
 from tests.metrics_close import assert_rows_close
 from tff_adaptive.aggregators import compression
+from tff_adaptive.core import skellam
 from tff_adaptive.privacy import accounting
 from tff_adaptive.tasks import models
 
@@ -110,6 +112,16 @@ def test_a_resumed_run_adds_the_same_noise(inprocess_run, engine):
       ['--dp=tree', '--dp_noise_aware_server', '--server_optimizer=adam'],
       '--dp_noise_aware_server needs --dp=gaussian_fixed: with tree',
     ),
+    (
+      ['--dp=distributed_skellam', '--engine=inprocess'],
+      '--dp=distributed_skellam needs --engine=tff (got --engine=inprocess): secure aggregation',
+    ),
+    (['--dp=distributed_skellam', '--dp_bits=3'], '--dp_bits=3 is too few for 10 clients'),
+    (['--dp=distributed_skellam', '--dp_bits=23'], '--dp_bits=23 is invalid; expected an integer'),
+    (
+      ['--dp=distributed_skellam', '--local_workers=2'],
+      '--dp=distributed_skellam runs on one TFF worker: secure aggregation is simulated',
+    ),
   ],
 )
 def test_bad_dp_input_is_one_line_and_exit_2(tmp_path, args, message):
@@ -174,6 +186,51 @@ def test_tree_runs_in_epochs_with_the_trees_epsilon_and_resumes_on_tff_exactly(t
   resumed, tff_rows = _train_tree(tmp_path, 'tff', '--engine=tff', f'--total_rounds={ROUNDS}')
   assert 'after round 2' in resumed.stdout
   assert_rows_close(tff_rows, rows, n_examples=1)
+
+
+# Distributed DP on 10 of synthetic's 100 clients, 14 bits: the rounding inflates the
+# sensitivity by a visible 1.2%.
+DDP_ARGS = [
+  '--task=synthetic',
+  '--clients_per_round=10',
+  '--dp=distributed_skellam',
+  '--dp_noise_multiplier=0.7',
+  '--dp_clip=0.1',
+  '--dp_bits=14',
+  '--rounds_per_eval=2',
+  '--rounds_per_checkpoint=1',
+]
+
+
+def test_distributed_skellam_trains_on_tff_with_its_epsilon_and_resumes_exactly(tmp_path):
+  result, rows = _train(tmp_path, 'whole', '--total_rounds=3', args=DDP_ARGS)
+  # synthetic's softmax regression: 60 x 10 + 10 = 610 values, padded to 1024.
+  p = skellam.SkellamParameters(0.7, 0.1, 10, 610, 14)
+  delta = 100**-1.1
+  by_round = accounting.SkellamEpsilonByRound(p, delta)
+  assert [float(r['dp_epsilon']) for r in rows] == pytest.approx(
+    [by_round.epsilon(t) for t in (1, 2, 3)], rel=1e-12
+  )
+  assert {int(float(r['ddp_padded_dim'])) for r in rows} == {1024}
+  assert float(rows[0]['ddp_scale_factor']) == pytest.approx(p.scale, rel=1e-6)
+  assert float(rows[0]['ddp_scaled_inflated_l2']) == pytest.approx(p.l2_sensitivity, rel=1e-6)
+  assert p.l2_sensitivity / (p.scale * 0.1) == pytest.approx(1.0118, abs=1e-4)
+  assert (
+    'DP: distributed_skellam, noise multiplier 0.7, clip 0.1, 10 of 100 clients per round, '
+    '14-bit secure aggregation (scale '
+  ) in result.stdout
+  assert f'epsilon after 3 rounds: {by_round.epsilon(3):.4g} at delta {delta:.3g}' in result.stdout
+  losses = [float(r['train_loss']) for r in rows]
+  assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+  # Stopped after round 2 and resumed: the rotation's seed and counter are in the checkpoint and
+  # the rounding and the noise are functions of (seed, client update): the same rows.
+  _train(tmp_path, 'resumed', '--total_rounds=2', args=DDP_ARGS)
+  again, resumed = _train(tmp_path, 'resumed', '--total_rounds=3', args=DDP_ARGS)
+  assert 'after round 2' in again.stdout
+  for whole, other in zip(rows, resumed):
+    whole, other = dict(whole), dict(other)
+    del whole['seconds_per_round'], other['seconds_per_round']
+    assert whole == other
 
 
 def test_the_dp_study_driver(tmp_path):

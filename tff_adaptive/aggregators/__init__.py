@@ -20,7 +20,10 @@ what the server step reads.
   to L2 norm C, summed, N(0, (z C)^2) added, divided by the clients per round m: TFF's
   `tff.aggregators.DifferentiallyPrivateFactory` over a TensorFlow Privacy query whose noise is
   a function of (seed, round), or ('tree') DP-FTRL's tree noise on the running sum. The weights
-  are not read (every client counts once).
+  are not read (every client counts once);
+* `ddp_mean(...)` (module `ddp`): distributed DP, TFF's `DistributedDpSumFactory`: each client
+  clips, rotates, scales and rounds its update to integers and adds its share of Skellam noise,
+  and secure aggregation sums them modulo 2^B (engine tff only: no fold).
 
 The fold may keep state across rounds (the DP query's clip and noise counter): `initialize(specs)`
 is the state before round 0, `zero(specs, state)` the round's empty accumulator, and
@@ -41,6 +44,7 @@ __all__ = [
   'UpdateAggregation',
   'certainty_weight',
   'certainty_weighted_mean',
+  'ddp_mean',
   'dp_mean',
   'normalized_mean',
   'quantized_mean',
@@ -66,6 +70,7 @@ __getattr__, __dir__ = lazy_exports(
     ),
     'UpdateAggregation': 'update_aggregation',
     **dict.fromkeys(('certainty_weighted_mean', 'normalized_mean', 'weighted_mean'), 'means'),
+    'ddp_mean': 'ddp',
     'dp_mean': 'dp',
     'quantized_mean': 'compression',
   },

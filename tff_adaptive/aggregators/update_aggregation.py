@@ -30,6 +30,8 @@ class UpdateAggregation:
       algorithms that cannot be privatised refuse such an aggregation).
     compressed: whether the clients' updates are compressed (the algorithms whose aggregation
       is their own, or that upload more than the update, refuse such an aggregation).
+    tff_only: why the aggregation has no fold ('' when it has one): it runs on engine 'tff'
+      only, and the in-process engines refuse it with this reason.
   """
 
   name: str
@@ -40,6 +42,7 @@ class UpdateAggregation:
   initialize: Callable[[Any], Any] = lambda specs: ()
   differentially_private: bool = False
   compressed: bool = False
+  tff_only: str = ''
 
 
 def stateless(name, factory, zero, accumulate, report) -> UpdateAggregation:

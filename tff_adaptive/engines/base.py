@@ -75,8 +75,9 @@ class Engine(abc.ABC):
 
 # The aggregator's measurement groups -> the prefix of their metric names (TFF's
 # DifferentiallyPrivateFactory reports its query's metrics, e.g. the adaptive clip, as
-# dp_query_metrics/clip: `dp_clip`).
-_MEASUREMENT_PREFIXES = {'dp_query_metrics': 'dp'}
+# dp_query_metrics/clip: `dp_clip`; UnweightedMeanFactory those of its sums as mean_value and
+# mean_count, which only `aggregators.ddp_mean`'s DP sum and secure count fill: `ddp_scale_factor`).
+_MEASUREMENT_PREFIXES = {'dp_query_metrics': 'dp', 'mean_value': 'ddp', 'mean_count': 'ddp_count'}
 
 
 def flat_metrics(

@@ -120,6 +120,10 @@ class InProcessEngine(base.Engine):
       jit_compile: compile every local step with XLA (`core.local_loop.xla_steps`).
     """
     super().__init__(algorithm)
+    if algorithm.aggregation.tff_only:
+      raise ValueError(
+        f'{algorithm.aggregation.name} runs on engine tff only: {algorithm.aggregation.tff_only}'
+      )
     self.device = check_device(device)
     self.jit_compile = jit_compile
     with tf.device(self.device):

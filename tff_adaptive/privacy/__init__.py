@@ -2,8 +2,9 @@
 
 * `accounting`: the (epsilon, delta) of T rounds of the Gaussian mechanism on sampled clients
   (`GaussianRounds`, `epsilon`, `calibrated_noise_multiplier`, `EpsilonByRound`), with Poisson,
-  fixed-size or full participation, by Google's `dp_accounting` (RDP or PLD), and of DP-FTRL's
-  tree aggregation restarted every epoch (`TreeRounds`, `TreeEpsilonByRound`; RDP);
+  fixed-size or full participation, by Google's `dp_accounting` (RDP or PLD), of DP-FTRL's
+  tree aggregation restarted every epoch (`TreeRounds`, `TreeEpsilonByRound`; RDP), and of the
+  distributed Skellam mechanism (`SkellamRounds`, `SkellamEpsilonByRound`; RDP);
 * `config` (no TensorFlow): `DPConfig`, the trainer's --dp settings and their checks.
 
 The mechanisms (clip, noise) are `tff_adaptive.aggregators.dp_mean`.
@@ -15,6 +16,8 @@ __all__ = [
   'DPConfig',
   'EpsilonByRound',
   'GaussianRounds',
+  'SkellamEpsilonByRound',
+  'SkellamRounds',
   'TreeEpsilonByRound',
   'TreeRounds',
   'accounting',
@@ -29,6 +32,8 @@ __getattr__, __dir__ = lazy_exports(
     'DPConfig': 'config',
     'EpsilonByRound': 'accounting',
     'GaussianRounds': 'accounting',
+    'SkellamEpsilonByRound': 'accounting',
+    'SkellamRounds': 'accounting',
     'TreeEpsilonByRound': 'accounting',
     'TreeRounds': 'accounting',
     'calibrated_noise_multiplier': 'accounting',

@@ -40,6 +40,13 @@ populations that differ by one client's clipped update replaced by zero, a null 
 (REPLACE_SPECIAL; replacing one client by another doubles the sensitivity: `TreeRounds(z / 2,
 ...)` accounts that relation).
 
+The distributed Skellam mechanism under secure aggregation (`aggregators.ddp_mean`, TFF's
+`DistributedDpSumFactory`): `SkellamRounds` describes T of its rounds. `dp_accounting` has no
+Skellam event, so its RDP bound (Agarwal, Kairouz, Liu, NeurIPS 2021; `core.skellam`, integer
+orders) is composed here, T times one round's, without amplification by sampling (an upper
+bound whatever the sampling), under neighbouring populations that differ by one client's
+update replaced by zero (as the tree's), and converted as below.
+
 The accounting itself is Google's `dp_accounting` (the library TFF and TensorFlow Privacy use);
 this module builds the DP event of a run and converts. The RDP-to-(epsilon, delta) conversion
 of `dp_accounting` 0.4 is Proposition 12 of Canonne, Kamath and Steinke ("The Discrete
@@ -61,6 +68,7 @@ from dp_accounting import pld
 from dp_accounting import rdp
 import numpy as np
 
+from tff_adaptive.core import skellam
 from tff_adaptive.core import validation
 
 __all__ = [
@@ -69,6 +77,8 @@ __all__ = [
   'ORDERS',
   'SAMPLINGS',
   'GaussianRounds',
+  'SkellamEpsilonByRound',
+  'SkellamRounds',
   'TreeEpsilonByRound',
   'TreeRounds',
   'calibrated_noise_multiplier',
@@ -185,6 +195,31 @@ class TreeRounds:
     return dp_accounting.NeighboringRelation.REPLACE_SPECIAL
 
 
+# Integer RDP orders for the Skellam bound (it is stated for integer alpha).
+SKELLAM_ORDERS = tuple(range(2, 64)) + (64, 80, 96, 128, 192, 256)
+
+
+@dataclasses.dataclass(frozen=True)
+class SkellamRounds:
+  """T rounds of the distributed Skellam mechanism (module docstring; `core.skellam`).
+
+  Attributes:
+    parameters: one round's (z, C, m, d, B), `core.skellam.SkellamParameters`; z > 0.
+    rounds: T (>= 1).
+  """
+
+  parameters: skellam.SkellamParameters
+  rounds: int
+
+  def __post_init__(self):
+    validation.check_positive('noise_multiplier', self.parameters.noise_multiplier)
+    validation.check_int('rounds', self.rounds, 1)
+
+  def rdp(self, orders=SKELLAM_ORDERS) -> np.ndarray:
+    """T eps(alpha) at each integer order."""
+    return np.array([self.rounds * self.parameters.rdp(int(a)) for a in orders], np.float64)
+
+
 def _check_delta(delta: float) -> None:
   if not (isinstance(delta, (int, float)) and 0 < delta < 1):
     raise ValueError(f'delta must be in (0, 1), got {delta!r}')
@@ -213,17 +248,32 @@ def _accountant(
 
 
 def epsilon(
-  rounds: GaussianRounds | TreeRounds, delta: float, *, accountant: str = 'rdp', orders=ORDERS
+  rounds: GaussianRounds | TreeRounds | SkellamRounds,
+  delta: float,
+  *,
+  accountant: str = 'rdp',
+  orders=ORDERS,
 ) -> float:
   """The epsilon of the (epsilon, delta)-DP guarantee of `rounds` (module docstring).
 
   `accountant`: 'rdp' (Renyi DP over `orders`, then Proposition 12 of Canonne et al. 2020) or
-  'pld' (privacy loss distributions: tighter, slower; not for sampling='fixed_size').
+  'pld' (privacy loss distributions: tighter, slower; not for sampling='fixed_size'). Skellam
+  rounds: 'rdp' over `SKELLAM_ORDERS` (or the integer `orders` given).
   """
   _check_delta(delta)
+  if isinstance(rounds, SkellamRounds):
+    if accountant != 'rdp':
+      raise ValueError(f"accountant={accountant!r} cannot account SkellamRounds; use 'rdp'")
+    orders = SKELLAM_ORDERS if orders is ORDERS else orders
+    return _rdp_epsilon(orders, rounds.rdp(orders), delta)
   account = _accountant(rounds, accountant, orders)
   account.compose(rounds.event())
   return float(account.get_epsilon(delta))
+
+
+def _rdp_epsilon(orders, rdp_values, delta: float) -> float:
+  """`dp_accounting`'s RDP-to-(epsilon, delta) conversion (module docstring)."""
+  return float(rdp.rdp_privacy_accountant.compute_epsilon(list(orders), rdp_values, delta)[0])
 
 
 class EpsilonByRound:
@@ -280,6 +330,22 @@ class TreeEpsilonByRound:
     """epsilon at `delta` after `rounds` (>= 1) rounds."""
     run = TreeRounds(self.noise_multiplier, rounds, self.rounds_per_tree)
     return epsilon(run, self.delta, orders=self._orders)
+
+
+class SkellamEpsilonByRound:
+  """epsilon after T rounds for T = 1, 2, ... of one run of the distributed Skellam mechanism:
+  `epsilon(SkellamRounds(parameters, T), delta)`, one round's RDP computed once."""
+
+  def __init__(self, parameters: skellam.SkellamParameters, delta: float, orders=SKELLAM_ORDERS):
+    _check_delta(delta)
+    self.delta = delta
+    self._orders = list(orders)
+    self._rdp_one = SkellamRounds(parameters, 1).rdp(self._orders)
+
+  def epsilon(self, rounds: int) -> float:
+    """epsilon at `delta` after `rounds` (>= 1) rounds."""
+    validation.check_int('rounds', rounds, 1)
+    return _rdp_epsilon(self._orders, rounds * self._rdp_one, self.delta)
 
 
 def calibrated_noise_multiplier(

@@ -11,12 +11,15 @@ import dataclasses
 from typing import Any
 
 from tff_adaptive import registry
+from tff_adaptive.core import skellam
 from tff_adaptive.core import validation
 
 NO_DP = 'none'
 _ADAPTIVE = 'gaussian_adaptive'
 TREE = 'tree'
-# 'none', then the mechanisms of `aggregators.dp.MECHANISMS` (a test holds the two together).
+DISTRIBUTED_SKELLAM = 'distributed_skellam'
+# 'none', then the mechanisms of `aggregators.dp.MECHANISMS` (a test holds the two together),
+# then distributed DP (`aggregators.ddp_mean`).
 DP_MECHANISMS: registry.Registry[str] = registry.Registry(
   'DP mechanism',
   {
@@ -24,6 +27,10 @@ DP_MECHANISMS: registry.Registry[str] = registry.Registry(
     'gaussian_fixed': 'clip to C, Gaussian noise z C on the sum (McMahan et al. 2018)',
     _ADAPTIVE: 'the clip follows a quantile of the update norms (Andrew et al. 2021)',
     TREE: "clip to C, DP-FTRL's tree noise, restarted every epoch (Kairouz et al. 2021)",
+    DISTRIBUTED_SKELLAM: (
+      'clip to C, round to integers, each client adds its share of Skellam noise, secure '
+      'aggregation mod 2^B (Agarwal et al. 2021; engine tff)'
+    ),
   },
 )
 
@@ -62,6 +69,7 @@ class DPConfig:
     clip_learning_rate: gaussian_adaptive: eta_C >= 0 of the geometric clip update.
     clipped_count_stddev: gaussian_adaptive: sigma_b (None: m / 20).
     delta: the delta of the reported (epsilon, delta), in (0, 1); None: 1 / N^1.1.
+    bits: distributed_skellam: B, secure aggregation's modulus 2^B, 1..22.
   """
 
   mechanism: str = NO_DP
@@ -71,6 +79,7 @@ class DPConfig:
   clip_learning_rate: float = 0.2
   clipped_count_stddev: float | None = None
   delta: float | None = None
+  bits: int = 20
 
   def __post_init__(self):
     if self.mechanism not in DP_MECHANISMS:
@@ -86,6 +95,8 @@ class DPConfig:
       validation.check_positive('clipped_count_stddev', self.clipped_count_stddev)
     if self.delta is not None and not 0 < self.delta < 1:
       raise ValueError(f'delta={self.delta!r} is invalid; expected (0, 1)')
+    if self.distributed:
+      skellam.check_arguments(self.noise_multiplier, 1, self.clip, self.bits)
 
   @property
   def enabled(self) -> bool:
@@ -99,8 +110,16 @@ class DPConfig:
   def tree(self) -> bool:
     return self.mechanism == TREE
 
+  @property
+  def distributed(self) -> bool:
+    """Distributed DP under secure aggregation (engine tff only)."""
+    return self.mechanism == DISTRIBUTED_SKELLAM
+
   def check_clients_per_round(self, clients_per_round: int) -> None:
-    """The adaptive clip's budget split needs z < 2 sigma_b (`aggregators.dp`); else ValueError."""
+    """The adaptive clip's budget split needs z < 2 sigma_b (`aggregators.dp`), distributed
+    DP's sum needs enough bits for m clients (`core.skellam`); else ValueError."""
+    if self.distributed:
+      skellam.check_arguments(self.noise_multiplier, clients_per_round, self.clip, self.bits)
     if not self.adaptive or self.noise_multiplier == 0:
       return
     sigma_b = adaptive_count_stddev(clients_per_round, self.clipped_count_stddev)
@@ -128,6 +147,8 @@ class DPConfig:
       'clip': self.clip,
       'delta': self.delta,
     }
+    if self.distributed:
+      out['bits'] = self.bits
     if self.adaptive:
       out.update(
         target_quantile=self.target_quantile,

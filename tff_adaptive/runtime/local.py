@@ -23,8 +23,9 @@ flags TFF uses (`--port`, `--max_concurrent_computation_calls`), plus:
 It then composes the same client TFF builds internally, from public pieces:
 `tff.framework.RemoteExecutorGrpcStub` -> `RemoteExecutor` ->
 `ResourceManagingExecutorFactory` -> `SyncExecutionContext`, with
-`tff.backends.native.desugar_and_transform_to_native` as compiler, and makes
-it the default context of the calling thread until `close()`.
+`tff.backends.native.desugar_and_transform_to_native` as compiler (after TFF's
+secure-sum intrinsics are compiled to their TensorFlow bodies: `compile_native`), and
+makes it the default context of the calling thread until `close()`.
 
 At exit, `cleanup_at_exit` (registered by the `runtime` package) closes any
 `LocalExecution` left open and replaces the default context by TFF's "no
@@ -58,6 +59,24 @@ from tensorflow_federated.python.core.impl.context_stack import (
 
 from tff_adaptive.runtime import worker_process
 from tff_adaptive.runtime.worker_process import worker_binary_path
+
+
+def simulate_secure_intrinsics(comp):
+  """`comp` with TFF's secure-sum intrinsics as their TensorFlow bodies: secure aggregation
+  simulated in the clear, the same modular arithmetic (as TFF's test contexts run it; TFF's
+  C++ runtime has no secure sum). `comp` itself when it has none (their URIs, e.g.
+  'federated_secure_sum_bitwidth', are not in its serialised form)."""
+  if (
+    b'federated_secure' not in tff.framework.ConcreteComputation.get_proto(comp).SerializeToString()
+  ):
+    return comp
+  return tff.backends.test.replace_secure_intrinsics_with_bodies(comp)
+
+
+def compile_native(comp):
+  """The local context's compiler: `simulate_secure_intrinsics`, then TFF's native one."""
+  return tff.backends.native.desugar_and_transform_to_native(simulate_secure_intrinsics(comp))
+
 
 __all__ = ['LocalExecution', 'local_execution', 'worker_binary_path']
 
@@ -118,7 +137,7 @@ class LocalExecution:
       )
       self.context = tff.framework.SyncExecutionContext(
         executor_fn=factory,
-        compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+        compiler_fn=compile_native,
         transform_args=tff.tensorflow.transform_args,
         transform_result=tff.tensorflow.transform_result,
       )
