@@ -3,9 +3,9 @@
 `runtime.local_execution()` starts TFF's worker_binary with a parent-death signal and stops it
 at the end of the session, so the suite never leaves a worker behind (tools/test.sh checks).
 
-tools/test.sh runs the files on two pytest-xdist workers (`--dist loadfile`); the heaviest files
-are collected first so that neither worker is left alone with a long file at the end, and one
-trainer run that two files compare against is made once for both workers.
+tools/test.sh runs the files on three pytest-xdist workers (`--dist loadfile`); the heaviest files
+are collected first so that no worker is left alone with a long file at the end, and one
+trainer run that two files compare against is made once for all workers.
 """
 
 import fcntl
@@ -35,22 +35,33 @@ def tff_data_dir(tmp_path_factory):
 
 
 # Files by descending run time (measured with --durations; only the order matters). Under
-# `--dist loadfile` xdist hands out files in collection order, so longest first keeps the two
+# `--dist loadfile` xdist hands out files in collection order, so longest first keeps the
 # workers busy until the end. Files not listed keep their order after these.
 _HEAVIEST_FIRST = (
   'test_engine_parity.py',
   'test_trainer.py',
   'test_fedpa_trainer.py',
-  'test_robustness.py',
-  'test_remote_workers.py',
-  'test_fair_trainer.py',
+  'test_vectorised.py',
   'test_reddi2021.py',
   'test_tasks.py',
-  'test_kim2024.py',
+  'test_robustness.py',
+  'test_remote_workers.py',
+  'test_dp_trainer.py',
+  'test_fair_trainer.py',
   'test_tff_composition.py',
-  'test_vectorised.py',
-  'test_fair_algorithms.py',
   'test_cell_runner.py',
+  'test_readme.py',
+  'test_scaffold.py',
+  'test_fair_algorithms.py',
+  'test_fedpa_least_squares.py',
+  'test_dp.py',
+  'test_kim2024.py',
+  'test_fedpa.py',
+  'test_fedopt.py',
+  'test_preload.py',
+  'test_reddi_models.py',
+  'test_compression.py',
+  'test_ddp.py',
 )
 
 
