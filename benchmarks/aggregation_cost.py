@@ -7,9 +7,11 @@ Setup of the DP study (reproductions/dp_fedopt): fmnist as 1000 clients x 60 exa
 of Kim et al. 2024 (21,840 weights), 50 clients per round, one local epoch of SGD (batch 16,
 3 steps), FedAvg (server SGD, lr 1), no evaluation. Aggregations: the weighted mean (`mean`),
 `aggregators.dp_mean` with the fixed clip (z = 1, C = 0.25), the adaptive clip (z = 1,
-initial C = 0.1) and DP-FTRL's tree (z = 1, C = 0.25, restarted every 1000 / m rounds), and
-`aggregators.quantized_mean` at 8 and 4 bits; each on engine "inprocess"
-(one compiled round in this process) and "tff" (a LearningProcess on one local TFF worker).
+initial C = 0.1) and DP-FTRL's tree (z = 1, C = 0.25, restarted every 1000 / m rounds),
+`aggregators.quantized_mean` at 8 and 4 bits, and `aggregators.ddp_mean` (distributed Skellam
+under simulated secure aggregation, z = 1, C = 0.25, 16 bits; engine tff only); each on engine
+"inprocess" (one compiled round in this process) and "tff" (a LearningProcess on one local TFF
+worker).
 Every configuration trains the same clients from the same initial model; after `--warmup`
 rounds each they are timed in round-robin blocks of `--block` rounds, the order rotating every
 block, so machine noise affects them alike. Printed: the median seconds per round and its
@@ -57,6 +59,8 @@ def aggregations(clients_per_round: int) -> dict:
     'dp_tree': lambda: aggregators.dp_mean('tree', 1.0, m, 0.25, restart_rounds=1000 // m),
     'uniform8': lambda: aggregators.quantized_mean(8),
     'uniform4': lambda: aggregators.quantized_mean(4),
+    # Distributed DP under simulated secure aggregation, 16 bits: engine tff only.
+    'ddp16': lambda: aggregators.ddp_mean(1.0, m, 0.25, 16),
   }
 
 
@@ -107,11 +111,13 @@ def main(argv):
     # TFF's engines first: building a model inside a tf.Graph (as TFF's types are read) makes
     # Keras models built eagerly before it unusable, and the in-process engine keeps one.
     order = sorted(FLAGS.engines, key=lambda engine: engine != 'tff')
-    runners = {
-      (engine, name): _Runner(task, engine, build(), initial)
-      for engine in order
-      for name, build in aggregations(FLAGS.clients_per_round).items()
-    }
+    runners = {}
+    for engine in order:
+      for name, build in aggregations(FLAGS.clients_per_round).items():
+        aggregation = build()
+        if engine != 'tff' and aggregation is not None and aggregation.tff_only:
+          continue  # secure aggregation is a TFF intrinsic
+        runners[(engine, name)] = _Runner(task, engine, aggregation, initial)
     for runner in runners.values():
       for _ in range(FLAGS.warmup):
         runner.step(timed=False)

@@ -28,10 +28,18 @@ def _guarded_tff_worker():
 @pytest.fixture(scope='session')
 def tff_data_dir(tmp_path_factory):
   """A directory with small fixtures of TFF's four SQLite datasets and the StackOverflow count
-  archives, in TFF's exact formats (tests/fixtures.py: `write_all`); shared, do not modify."""
+  archives, in TFF's exact formats (tests/fixtures.py: `write_all`), written once per test run
+  (the first xdist worker to ask, under a lock; ~4.5 CPU-s) and shared: do not modify."""
   from tests import fixtures  # pylint: disable=g-import-not-at-top
 
-  return fixtures.write_all(str(tmp_path_factory.mktemp('tff_data')))
+  shared = _shared_dir(tmp_path_factory) / 'tff_data'
+  shared.mkdir(exist_ok=True)
+  with open(shared / 'lock', 'w') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not (shared / 'done').exists():
+      fixtures.write_all(str(shared / 'files'))
+      (shared / 'done').touch()
+  return str(shared / 'files')
 
 
 # Files by descending run time (measured with --durations; only the order matters). Under
