@@ -38,8 +38,8 @@ q_i, and randomised rounding moves each coordinate by less than 1, so (TFF's bou
                                                3 Delta_1 / (2 mu)),
 
 the Gaussian's alpha Delta_2^2 / (2 mu) plus a term that vanishes as mu grows
-(`core.skellam.SkellamParameters`, `privacy.accounting.SkellamRounds`). Everything after the noise (the secure sum, the division
-by m, the server optimizer) is post-processing.
+(`core.skellam.SkellamParameters`, `privacy.accounting.SkellamRounds`). Everything after the
+noise (the secure sum, the division by m, the server optimizer) is post-processing.
 
 Secure aggregation is simulated: TFF's secure-sum intrinsics run as their TensorFlow bodies
 (`tff.backends.test.replace_secure_intrinsics_with_bodies`, as TFF's test contexts do; the

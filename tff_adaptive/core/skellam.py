@@ -33,7 +33,8 @@ from tff_adaptive.core import validation
 
 __all__ = ['MAX_BITS', 'SkellamParameters', 'check_arguments', 'modular_clip_stddevs']
 
-# TFF's DistributedDpSumFactory constants (tensorflow_federated/python/aggregators/distributed_dp.py).
+# TFF's DistributedDpSumFactory constants (tensorflow_federated/python/aggregators/
+# distributed_dp.py).
 MODCLIP_PROBABILITY = 1e-4
 MAX_SCALE = 1e6
 NORM_LEEWAY = 1e-5
