@@ -1,6 +1,8 @@
 """The docs stay true to the code: the flag reference is the flag definitions', every flag is in
-one section, links between the docs resolve, and the README stays a front page."""
+one section, links between the docs resolve, every documented trainer command is accepted, and
+the README stays a front page."""
 
+import json
 import os
 import pathlib
 import re
@@ -81,3 +83,60 @@ def test_readme_is_a_front_page():
     assert f'docs/{page}.md' in readme
   for page in ('reproductions', 'architecture', 'flags', 'trainer', 'library'):
     assert f'docs/{page}.md' in readme
+
+
+_DOCS_DRIVER = """
+import json, sys
+from absl import flags
+from run import flags as trainer_flags
+from tff_adaptive.tasks import catalog
+results = []
+for args in json.loads(sys.argv[1]):
+  flags.FLAGS.unparse_flags()
+  try:
+    flags.FLAGS(['trainer', *args])
+    config = trainer_flags.experiment_config_from_flags()
+    if config.task.name in ('fmnist', 'synthetic'):  # data on every machine: build the task too
+      catalog.build_task(config.task)
+    results.append('')
+  except (ValueError, flags.Error) as e:
+    results.append(str(e))
+print(json.dumps(results))
+"""
+
+
+def _documented_trainer_commands() -> list[tuple[str, list[str]]]:
+  """(file, arguments) of every `python -m run.federated_trainer ...` line in the Markdown,
+  continuation lines joined, comments dropped; --help and the `--flag=value ...` pattern left
+  out, and the placeholder directory DIR replaced by a real one."""
+  commands = []
+  for path in _markdown_files():
+    text = re.sub(r'\\\n\s*', ' ', path.read_text())
+    for match in re.finditer(r'python -m run\.federated_trainer([^\n`|#]*)', text):
+      args = match.group(1).split()
+      if not args or '--help' in args or '--flag=value' in args:
+        continue
+      args = [a.replace('=DIR', f'={REPO}') for a in args]
+      commands.append((str(path.relative_to(REPO)), args))
+  return commands
+
+
+def test_every_documented_trainer_command_is_accepted():
+  """Each trainer command of the docs gets through the trainer's flag checks, and with the data
+  this machine has (fmnist, synthetic) builds its task: a newcomer who pastes one does not meet
+  a refusal (two fmnist DP commands once named 1000 clients of 500 examples each)."""
+  commands = _documented_trainer_commands()
+  assert len(commands) >= 15, commands
+  result = subprocess.run(
+    [sys.executable, '-c', _DOCS_DRIVER, json.dumps([args for _, args in commands])],
+    cwd=REPO,
+    env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '2'},
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=False,
+  )
+  assert result.returncode == 0, result.stderr
+  errors = json.loads(result.stdout.splitlines()[-1])
+  refused = [f'{path}: {args}: {e}' for (path, args), e in zip(commands, errors) if e]
+  assert refused == []
