@@ -306,11 +306,7 @@ class EpsilonByRound:
   def epsilon(self, rounds: int) -> float:
     """epsilon at `delta` after `rounds` (>= 1) rounds."""
     validation.check_int('rounds', rounds, 1)
-    return float(
-      rdp.rdp_privacy_accountant.compute_epsilon(self._orders, rounds * self._rdp_one, self.delta)[
-        0
-      ]
-    )
+    return _rdp_epsilon(self._orders, rounds * self._rdp_one, self.delta)
 
 
 class TreeEpsilonByRound:
