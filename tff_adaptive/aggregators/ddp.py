@@ -134,9 +134,8 @@ def _seeded_tff_randomness(run_seed: int):
       scaled_x = tf.cast(x, tf.float32) * scale
       if not stochastic:
         return tf.cast(tf.round(scaled_x), discretization.OUTPUT_TF_TYPE)
-      # One int64 seed (TFF draws with [seed, try]): the run's stream xor the value's bits.
-      stream = tf.constant(_stream_seed(run_seed, _ROUNDING_STREAM), tf.int64)
-      seed = tf.bitwise.bitwise_xor(stream, _fingerprint(scaled_x))
+      # One int64 seed (TFF draws with [seed, try]): the two halves of `_value_seed` xored.
+      seed = tf.bitwise.bitwise_xor(*tf.unstack(_value_seed(run_seed, scaled_x, _ROUNDING_STREAM)))
       rounded = discretization._stochastic_rounding(  # pylint: disable=protected-access
         scaled_x, prior_norm_bound * scale, scale, beta, seed=seed
       )
