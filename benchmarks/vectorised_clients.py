@@ -2,6 +2,7 @@
 
   python -m benchmarks.vectorised_clients [--task=synthetic] [--clients_per_round=100]
       [--rounds=10] [--chunks=0,5,10,25] [--algorithm=fedopt] [--client_optimizer=sgd]
+      [--epochs=1]
 
 Infrastructure script (no paper of its own). Default: Ju et al.'s synthetic setting (LEAF
 Synthetic(1, 1): clients of power-law sizes), 100 clients per round, batch 10, one epoch of SGD
@@ -41,6 +42,9 @@ _TASK = flags.DEFINE_string('task', 'synthetic', 'Task (synthetic, fmnist, ...).
 _CLIENTS = flags.DEFINE_integer('clients_per_round', 100, 'Clients per round.')
 _BATCH = flags.DEFINE_integer('batch_size', 10, 'Client batch size.')
 _LR = flags.DEFINE_float('client_lr', 0.01, 'Client SGD learning rate.')
+_EPOCHS = flags.DEFINE_integer(
+  'epochs', 1, 'Local epochs E (FedPA: at least 2, its burn-in epoch and a sample).'
+)
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds per engine.')
 _CHUNKS = flags.DEFINE_list('chunks', ['0', '5', '10', '25'], 'Vectorised chunk sizes; 0 = all.')
 _ALGORITHM = flags.DEFINE_enum(
@@ -64,6 +68,7 @@ def _algorithm(task):
       algorithms.ClientTrainingConfig(
         optimizers.ClientOptimizerConfig(_CLIENT_OPTIMIZER.value, _LR.value),
         batch_size=_BATCH.value,
+        epochs=_EPOCHS.value,
       ),
       server,
       1.0,

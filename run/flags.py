@@ -139,8 +139,7 @@ flags.DEFINE_string(
   'tff',
   "How rounds run: tff (a TFF LearningProcess on TFF's runtime), inprocess (one compiled TF "
   'function per round in this process; CPU or GPU) or vectorised (as inprocess, with the '
-  "round's clients trained side by side as one batched computation; every algorithm but "
-  'fedpa).',
+  "round's clients trained side by side as one batched computation; every algorithm).",
 )
 flags.DEFINE_string(
   'device',

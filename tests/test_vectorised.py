@@ -331,6 +331,39 @@ CASES = {
     5,
     dict(name='adafedadam'),
   ),
+  # FedPA: each client's IASG samples (the mean iterate of every epoch after the burn-in epoch:
+  # 3 and 4 epochs give 2 and 3 samples), collected at each client's own epoch ends, then its
+  # posterior delta by the DP of App. C or the exact solve; FedAvg deltas in the server burn-in
+  # rounds (2 of 5), FedPA's after. fmnist: FedPA from round 1, held to round 1 as in
+  # tests/test_engine_parity.py (3 local epochs on the CNN amplify one-ulp differences).
+  'synthetic-fedpa-sgdm-E3': (
+    'synthetic',
+    'sgdm',
+    _client('sgd', 0.01, batch_size=10, epochs=3),
+    5,
+    10,
+    dict(name='fedpa', fedpa=algorithms.FedPAHParams(burnin_rounds=2, shrinkage=0.1)),
+  ),
+  'synthetic-fedpa-exact-adam-E4-chunks3': (
+    'synthetic',
+    'adam',
+    _client('sgdm', 0.01, batch_size=10, epochs=4),
+    5,
+    10,
+    dict(
+      name='fedpa',
+      fedpa=algorithms.FedPAHParams(burnin_rounds=2, shrinkage=0.1, solver='exact'),
+    ),
+    3,
+  ),
+  'fmnist-fedpa-sgdm-E3': (
+    'fmnist',
+    'sgdm',
+    _client('sgd', 0.01, batch_size=64, epochs=3),
+    1,
+    5,
+    dict(name='fedpa', fedpa=algorithms.FedPAHParams(shrinkage=0.1)),
+  ),
 }
 
 
@@ -348,6 +381,10 @@ def test_each_client_computes_what_the_inprocess_engine_computes(case, tmp_path)
   )
   if rounds > 1:
     assert float(want_rows[-1]['train_loss']) != float(want_rows[0]['train_loss'])
+  if algorithm.get('name') == 'fedpa':  # FedAvg deltas in the burn-in rounds, FedPA's after
+    burnin = algorithm['fedpa'].burnin_rounds
+    corrections = [float(r['client_delta_correction_mean']) for r in got_rows]
+    assert corrections[:burnin] == [0.0] * burnin and min(corrections[burnin:]) > 0, corrections
   smallest = min(len(c['y']) for c in task.client_test.values())
   assert_rows_close(want_rows, got_rows, n_examples=smallest)
   assert_rows_close(want_clients, got_clients, n_examples=smallest)
@@ -420,11 +457,6 @@ def test_the_trainer_runs_it_and_an_extended_run_continues_exactly(tmp_path):
 @pytest.mark.parametrize(
   'args,message',
   [
-    (
-      ['--algorithm=fedpa'],
-      "algorithm 'fedpa' is not batched yet (supported: fedopt, fedprox, fednova, qfedavg, "
-      'adafedadam, scaffold)',
-    ),
     (['--task=shakespeare', '--clients_per_round=2'], 'has no vectorised form'),
     (['--clients_per_chunk=0'], '--clients_per_chunk must be >= 1, got 0'),
   ],
@@ -466,6 +498,13 @@ def test_engine_options_reach_it():
   assert engine_config.vectorised_refusal('fedopt', 'lamb') == (
     "client optimizer 'lamb' is not batched yet (supported: sgd, sgdm, adam, adagrad, sps, "
     'delta_sgd); use --engine=inprocess'
+  )
+  # So has every registered algorithm (FedPA's samples as `Algorithm.epoch_means`); a new one
+  # is refused by name until it has.
+  assert set(engine_config.VECTORISED_ALGORITHMS) == set(algorithms.ALGORITHMS)
+  assert engine_config.vectorised_refusal('fedlamb', 'sgd') == (
+    "algorithm 'fedlamb' is not batched yet (supported: fedopt, fedprox, fednova, qfedavg, "
+    'adafedadam, scaffold, fedpa); use --engine=inprocess'
   )
   # A client update written as a whole (not the three parts) is refused whatever its name.
   own = copy.copy(algorithm)

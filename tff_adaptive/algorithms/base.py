@@ -87,6 +87,27 @@ class FullPass(NamedTuple):
   at_broadcast: bool = False
 
 
+class EpochMeans(NamedTuple):
+  """Iterate means a client's local training collects for `client_result` (`Algorithm.epoch_means`):
+  FedPA's IASG posterior samples.
+
+  In a round where `active(broadcast)` is true, epoch e of a client with examples, for
+  first_epoch <= e < first_epoch + count, gives the mean of the iterates after each of its local
+  steps, x_bar_e = (1 / K_e) sum_k x_k (K_e = ceil(n_i / B) steps). They reach `client_result` as
+  `LocalResult.epoch_means` = (n, means): n (int32) means collected, means[j] (stacked on a leading
+  axis of `count`, zeros past n) the one of epoch first_epoch + j.
+
+  Attributes:
+    first_epoch: the first epoch whose mean is collected (0-based; FedPA's burn-in epochs).
+    count: how many epochs' means, at most.
+    active: broadcast -> bool scalar, whether the round collects them.
+  """
+
+  first_epoch: int
+  count: int
+  active: Callable[[Any], tf.Tensor]
+
+
 class Evaluation(NamedTuple):
   """A `FullPass`'s result: F_k (float32 scalar) and grad F_k (tuple of tensors, or None)."""
 
@@ -106,6 +127,8 @@ class LocalResult(NamedTuple):
     passes: OrderedDict name -> `Evaluation`, the algorithm's `full_passes`.
     broadcast: what the client received besides x_t.
     client_state: the client's state on entry (stateful algorithms), else ().
+    initial: x_t's trainable weights (tuple of tensors).
+    epoch_means: (n, means) as `EpochMeans` says, for an algorithm with `epoch_means`; else ().
   """
 
   update: Any
@@ -116,13 +139,16 @@ class LocalResult(NamedTuple):
   passes: collections.OrderedDict
   broadcast: Any = ()
   client_state: Any = ()
+  initial: Any = ()
+  epoch_means: Any = ()
 
 
 class Algorithm:
   """A federated algorithm as pure TF parts (see the module docstring).
 
   Subclasses say what their clients compute in three parts (`full_passes`,
-  `transform_gradient`, `client_result`; or override `client_update` as a whole) and, where
+  `transform_gradient` and `epoch_means` around the local steps, `client_result`; or override
+  `client_update` as a whole, which the vectorised engine then refuses) and, where
   they keep more than the model and the server optimizer's state, the `server_extra_*`,
   `client_broadcast` and client-state methods.
   """
@@ -322,6 +348,10 @@ class Algorithm:
     del x, x_t, broadcast, client_state
     return gradient
 
+  def epoch_means(self) -> EpochMeans | None:
+    """The iterate means local training collects for `client_result` (FedPA); None: none."""
+    return None
+
   def client_result(self, result: 'LocalResult') -> ClientOutput:
     """Client i's output from its local training (default: FedOpt's u_i, w_i, statistics)."""
     return ClientOutput(
@@ -340,10 +370,10 @@ class Algorithm:
   ) -> ClientOutput:
     """Client i's work in one round (traced inside a TF function by either engine).
 
-    By default: the `full_passes`, then local training on the `transform_gradient`-ed
-    gradients, then `client_result`; the engine "vectorised" runs the same three parts for all
-    of a round's clients at once. Algorithms whose client work has another shape (SCAFFOLD,
-    FedPA) override it.
+    The `full_passes`, then local training on the `transform_gradient`-ed gradients
+    (collecting the `epoch_means`), then `client_result`; the engine "vectorised" runs the same
+    parts for all of a round's clients at once. An algorithm whose client work has another shape
+    may override it as a whole (the vectorised engine then refuses it).
 
     Args:
       model: the workspace model; its variables hold nothing meaningful on entry.
@@ -375,7 +405,17 @@ class Algorithm:
         g, tuple(model.trainable_variables), x_t, broadcast, client_state
       )
     step = self.local_step(learning_rate, transform)
+    x_t = tuple(tf.convert_to_tensor(x) for x in initial_weights.trainable)
+    means = self.epoch_means()
+    if means is not None:
+      batches = (local_loop.num_examples(data) + self.client.batch_size - 1) // (
+        self.client.batch_size
+      )
+      step = collecting_epoch_means(step, means, means.active(broadcast), x_t, batches)
     state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
+    collected = ()
+    if means is not None:
+      state, _, _, collected = state
     return self.client_result(
       LocalResult(
         update=update,
@@ -386,6 +426,8 @@ class Algorithm:
         passes=passes,
         broadcast=broadcast,
         client_state=client_state,
+        initial=x_t,
+        epoch_means=collected,
       )
     )
 
@@ -450,6 +492,57 @@ class Algorithm:
     trained = tf.nest.pack_sequence_as(initial_weights.trainable, model.trainable_variables)
     update = tf.nest.map_structure(tf.subtract, initial_weights.trainable, trained)
     return state, update, num_steps
+
+
+def collecting_epoch_means(
+  inner: local_loop.LocalStep,
+  means: EpochMeans,
+  active: tf.Tensor,
+  x_t: tuple[tf.Tensor, ...],
+  steps_per_epoch: tf.Tensor,
+) -> local_loop.LocalStep:
+  """`inner`, also collecting the `EpochMeans` (`active`: this round's `means.active`).
+
+  Its state is (inner's state, w_e, the running sum, (n, means)); each step adds w_e x
+  to a running sum (w_e = 1 in a collected epoch, 0 otherwise: no branch per step), and the
+  epoch's end divides it by K_e into means[n] (a client without examples takes no step and
+  collects nothing).
+  """
+  first, count = means.first_epoch, means.count
+  dtype = x_t[0].dtype
+
+  def collects(epoch):
+    return tf.logical_and(active, tf.logical_and(epoch >= first, epoch < first + count))
+
+  def init(model):
+    zeros = tuple(tf.zeros_like(x) for x in x_t)
+    slots = tuple(tf.zeros([count, *x.shape], x.dtype) for x in x_t)
+    return inner.init(model), tf.cast(collects(0), dtype), zeros, (tf.constant(0), slots)
+
+  def apply(model, batch, step_seed, state):
+    inner_state, weight, sums, collected = state
+    inner_state = inner.apply(model, batch, step_seed, inner_state)
+    sums = tuple(s + weight * v.read_value() for s, v in zip(sums, model.trainable_variables))
+    return inner_state, weight, sums, collected
+
+  def end_epoch(model, epoch, state):
+    inner_state, _, sums, (n, slots) = state
+    if inner.end_epoch is not None:
+      inner_state = inner.end_epoch(model, epoch, inner_state)
+
+    def add():
+      k = tf.cast(steps_per_epoch, dtype)
+      return n + 1, tuple(
+        tf.tensor_scatter_nd_update(m, [[n]], (s / k)[tf.newaxis]) for m, s in zip(slots, sums)
+      )
+
+    collected = tf.cond(
+      tf.logical_and(collects(epoch), steps_per_epoch > 0), add, lambda: (n, slots)
+    )
+    zeros = tuple(tf.zeros_like(s) for s in sums)
+    return inner_state, tf.cast(collects(epoch + 1), dtype), zeros, collected
+
+  return local_loop.LocalStep(init, apply, end_epoch)
 
 
 def assign_weights(

@@ -13,6 +13,7 @@ local posterior, which makes the server's fixed point the global posterior mode 
 re-exported here.
 """
 
+import collections
 from typing import Any
 
 import tensorflow as tf
@@ -24,7 +25,6 @@ from tff_adaptive.algorithms.config import DP
 from tff_adaptive.algorithms.config import EXACT  # noqa: F401  (re-exported)
 from tff_adaptive.algorithms.config import SOLVERS  # noqa: F401  (re-exported)
 from tff_adaptive.algorithms.config import FedPAHParams
-from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
 
 EXACT_MAX_DIM = 20_000  # d x d float32 = 1.6 GB
@@ -50,9 +50,6 @@ class _Samples:
       tf.tensor_scatter_nd_update(s, [[count]], x[tf.newaxis]) for s, x in zip(samples, sample)
     )
     return count + 1, samples
-
-  def count(self, acc: Any) -> tf.Tensor:
-    return acc.count if self.solver == DP else acc[0]
 
   def delta(self, acc: Any, x0: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, ...]:
     if self.solver == DP:
@@ -118,70 +115,34 @@ class _FedPA(base.Algorithm):
     del server_extra
     return tf.greater_equal(round_num, self.fedpa.burnin_rounds)
 
-  def _sampling_step(
-    self, inner: local_loop.LocalStep, x0: tuple[tf.Tensor, ...], steps_per_epoch, sampling
-  ) -> tuple[local_loop.LocalStep, _Samples]:
-    """`inner`, plus IASG: the mean of each sampling epoch's iterates is a posterior sample.
-
-    Epoch e samples when `sampling` (past the server burn-in) and e >= burnin_epochs. The steps
-    add w_e x to a running sum (w_e = 1 in a sampling epoch, 0 otherwise: no branch per step);
-    the epoch's end turns the sum into a sample (`_Samples.add`) and sets w_{e+1}.
-    """
-    samples = _Samples(self.fedpa.solver, self.num_samples, self.rho)
-    burnin = self.fedpa.burnin_epochs
-
-    def collects(epoch):
-      return tf.logical_and(sampling, epoch >= burnin)
-
-    def init(model):
-      zeros = tuple(tf.zeros_like(x) for x in x0)
-      weight = tf.cast(collects(0), x0[0].dtype)
-      return inner.init(model), weight, zeros, samples.init(x0)
-
-    def apply(model, batch, step_seed, state):
-      inner_state, weight, iterate_sum, acc = state
-      inner_state = inner.apply(model, batch, step_seed, inner_state)
-      iterate_sum = tuple(
-        s + weight * v.read_value() for s, v in zip(iterate_sum, model.trainable_variables)
-      )
-      return inner_state, weight, iterate_sum, acc
-
-    def end_epoch(model, epoch, state):
-      del model
-      inner_state, _, iterate_sum, acc = state
-      # A client without examples takes no step: no sample (its weight is 0 anyway).
-      sample_now = tf.logical_and(collects(epoch), steps_per_epoch > 0)
-
-      def add():
-        count = tf.cast(steps_per_epoch, iterate_sum[0].dtype)
-        return samples.add(acc, tuple(s / count for s in iterate_sum))
-
-      acc = tf.cond(sample_now, add, lambda: acc)
-      zeros = tuple(tf.zeros_like(s) for s in iterate_sum)
-      return inner_state, tf.cast(collects(epoch + 1), zeros[0].dtype), zeros, acc
-
-    return local_loop.LocalStep(init, apply, end_epoch), samples
-
-  def client_update(
-    self, model, initial_weights, data, seed, learning_rate, broadcast, client_state
-  ):
-    del client_state
-    sampling = tf.convert_to_tensor(broadcast, tf.bool)
-    x0 = tuple(tf.convert_to_tensor(x) for x in initial_weights.trainable)
-    n = local_loop.num_examples(data)
-    steps_per_epoch = (n + self.client.batch_size - 1) // self.client.batch_size
-    step, samples = self._sampling_step(
-      self.local_step(learning_rate), x0, steps_per_epoch, sampling
+  def epoch_means(self) -> base.EpochMeans:
+    """IASG (Algorithm 4): in rounds past the server burn-in, the mean iterate of each epoch
+    after the first `burnin_epochs` is a posterior sample (l = E - burnin_epochs of them)."""
+    return base.EpochMeans(
+      self.fedpa.burnin_epochs,
+      self.num_samples,
+      lambda broadcast: tf.convert_to_tensor(broadcast, tf.bool),
     )
-    state, fedavg_delta, num_steps = self.local_training(model, initial_weights, data, seed, step)
-    inner_state, _, _, acc = state
-    fedavg_delta = tuple(fedavg_delta)
-    use_pa = tf.logical_and(sampling, samples.count(acc) > 0)
+
+  def client_result(self, result: base.LocalResult) -> base.ClientOutput:
+    """u_i from the client's samples (the class docstring), weight and statistics."""
+    x0 = tuple(result.initial)
+    num_samples, means = result.epoch_means
+    samples = _Samples(self.fedpa.solver, self.num_samples, self.rho)
+    acc = samples.init(x0)
+    for j in range(self.num_samples):  # sample j, if collected (every one or none)
+      acc = tf.cond(
+        j < num_samples,
+        lambda acc=acc, j=j: samples.add(acc, tuple(m[j] for m in means)),
+        lambda acc=acc: acc,
+      )
+    fedavg_delta = tuple(result.update)
+    use_pa = tf.logical_and(tf.convert_to_tensor(result.broadcast, tf.bool), num_samples > 0)
     delta = tf.cond(use_pa, lambda: tuple(samples.delta(acc, x0)), lambda: fedavg_delta)
     finite = tree.all_finite(delta)
     delta = tuple(tf.where(finite, d, tf.zeros_like(d)) for d in delta)
-    weight = tf.where(finite, self.client_weight(data), 0.0)
-    stats = self.client_statistics(inner_state, num_steps)
+    weight = tf.where(finite, self.weight_of(result.num_examples), 0.0)
+    stats = collections.OrderedDict(result.stats)
     stats['delta_non_finite'] = 1.0 - tf.cast(finite, tf.float32)
     correction = tf.linalg.global_norm(list(tree.sub(delta, fedavg_delta)))
     fedavg_norm = tf.linalg.global_norm(list(fedavg_delta))

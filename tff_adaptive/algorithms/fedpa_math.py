@@ -226,5 +226,8 @@ def posterior_delta_exact(x0: Weights, samples: Weights, rho: Any) -> Weights:
     sigma = tf.eye(d, dtype=dtype)
   x0_flat = tf.concat([tf.reshape(x, [-1]) for x in x0], axis=0)
   delta = tf.reshape(tf.linalg.solve(sigma, (x0_flat - mean)[:, tf.newaxis]), [-1])
-  sizes = [int(tf.size(x)) for x in x0]
-  return tuple(tf.reshape(p, x.shape) for p, x in zip(tf.split(delta, sizes), x0))
+  sizes = tf.stack([tf.size(x) for x in x0])  # static or not (x_t inside a compiled round)
+  parts = tf.split(delta, sizes, num=len(x0))
+  return tuple(
+    tf.reshape(p, x.shape if x.shape.is_fully_defined() else tf.shape(x)) for p, x in zip(parts, x0)
+  )

@@ -30,10 +30,18 @@ class EngineOptions:
 
 
 # What engine "vectorised" runs (`engines.vectorised`): the algorithms whose client work is
-# `Algorithm.client_update`'s three parts (full passes, transformed gradients, client result;
-# FedPA writes its own client update), and the client optimizers with a stacked form
+# `Algorithm.client_update`'s parts (full passes, transformed gradients, epoch means, client
+# result): every registered one; and the client optimizers with a stacked form
 # (`engines.stacked_steps`).
-VECTORISED_ALGORITHMS = ('fedopt', 'fedprox', 'fednova', 'qfedavg', 'adafedadam', 'scaffold')
+VECTORISED_ALGORITHMS = (
+  'fedopt',
+  'fedprox',
+  'fednova',
+  'qfedavg',
+  'adafedadam',
+  'scaffold',
+  'fedpa',
+)
 VECTORISED_CLIENT_OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'adagrad', 'sps', 'delta_sgd')
 
 

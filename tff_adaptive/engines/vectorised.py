@@ -34,6 +34,9 @@ What each client computes is what the sequential engines compute for it, in the 
   'same_batch' a second gradient at each client's previous iterate), or SPS's Polyak step
   from each client's minibatch loss and gradient norm; its statistics (mean step size) per
   client;
+* its epoch means (`Algorithm.epoch_means`, FedPA's IASG samples): the iterates after each
+  step of a collected epoch summed into the client's slot for that epoch (its own epoch ends:
+  step s is in epoch s // ceil(n_i / B)), divided by the epoch's steps at the end;
 * its output: `Algorithm.client_result` on its own slice (u_i, K_i, n_i, its passes), called
   per client in the round's fold (FedNova's normalised update, q-FedAvg's h_k, AdaFedAdam's
   U_k, C_k, I_k, SCAFFOLD's c_i+ and Delta c_i), so the per-client math is the algorithm's own,
@@ -47,11 +50,12 @@ Training metrics: the loss metric (each (client, step) minibatch's loss weighted
 every client at once (per-example metrics such as accuracy, identical to per-minibatch updates).
 
 Supported: algorithms FedOpt (every server optimizer; FedAvg, FedAvgM, FedAdagrad, FedAdam,
-FedYogi), FedProx, FedNova, q-FedAvg, AdaFedAdam and SCAFFOLD, with every client optimizer
-(sgd, sgdm, adam, adagrad, sps, delta_sgd, as each algorithm allows), example or uniform
-weighting, E and max_epochs, client learning-rate schedules, DP and compressed aggregation
-where the algorithm allows them; Sequential models of the layers `functional_model` knows. Not
-yet: FedPA (its own client update: posterior sampling over the local trajectory). Anything else is refused in one line naming why
+FedYogi), FedProx, FedNova, q-FedAvg, AdaFedAdam, SCAFFOLD and FedPA, with every client
+optimizer (sgd, sgdm, adam, adagrad, sps, delta_sgd, as each algorithm allows), example or
+uniform weighting, E and max_epochs, client learning-rate schedules, DP and compressed
+aggregation where the algorithm allows them; Sequential models of the layers `functional_model`
+knows. An algorithm that overrides `client_update` as a whole, an unregistered algorithm or
+client optimizer, or another model is refused in one line naming why
 (`config.vectorised_refusal`, `functional_model.UnsupportedModelError`).
 """
 
@@ -176,10 +180,11 @@ class VectorisedEngine(inprocess.InProcessEngine):
     sizes = splits[1:] - splits[:-1]
     num_clients = tf.shape(sizes)[0]
     client_states = self._entry_states(states, present, broadcast)
-    (updates, passes, rule_stats), steps = self._train_clients(
+    (updates, passes, rule_stats, collected), steps = self._train_clients(
       x_t, broadcast, client_states, features, splits, seeds_, lr
     )
     num_examples = tf.cast(sizes, tf.float32)
+    x_shared = tuple(x_t.trainable)
 
     def client_output(i):
       return alg.client_result(
@@ -198,6 +203,8 @@ class VectorisedEngine(inprocess.InProcessEngine):
           ),
           broadcast=broadcast,
           client_state=tuple(s[i] for s in client_states),
+          initial=x_shared,
+          epoch_means=tf.nest.map_structure(lambda t: t[i], collected),
         )
       )
 
@@ -226,9 +233,20 @@ class VectorisedEngine(inprocess.InProcessEngine):
           ),
           broadcast=tf.nest.map_structure(zeros, broadcast),
           client_state=weights if alg.stateful_clients else (),
+          initial=weights,
+          epoch_means=tf.nest.map_structure(zeros, self._epoch_means_specs()),
         )
       )
       return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), out)
+
+  def _epoch_means_specs(self):
+    """One client's `LocalResult.epoch_means` as specs: (n, means [count, ...]), or ()."""
+    means = self.algorithm.epoch_means()
+    if means is None:
+      return ()
+    return tf.TensorSpec([], tf.int32), tuple(
+      tf.TensorSpec([means.count, *s.shape], s.dtype) for s in self._specs
+    )
 
   def _client_epochs(self, seeds_: tf.Tensor) -> tf.Tensor:
     """E_i per client, [K] int32 (`Algorithm.client_epochs`, or E for every client)."""
@@ -263,6 +281,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
         for name, p in self.algorithm.full_passes().items()
       ),
       collections.OrderedDict((name, scalar) for name in self._rule_statistics),
+      self._epoch_means_specs(),
     )
     buffers = tf.nest.map_structure(
       lambda s: tf.zeros(tf.concat([[num_clients], s.shape], 0), s.dtype), per_client
@@ -353,6 +372,9 @@ class VectorisedEngine(inprocess.InProcessEngine):
     stepper = self._stepper
     opt_state = stepper.init(params, self._specs, lr, num_clients)
     transforms = alg.transforms_gradient()
+    collector = _EpochMeansCollector(
+      alg.epoch_means(), broadcast, sizes, steps, alg.client.batch_size, self._specs
+    )
 
     def gradients(params, batch, valid, count, step_seeds):
       with tf.GradientTape() as tape:
@@ -365,7 +387,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
         grads = tuple(alg.transform_gradient(grads, params, x_shared, broadcast, client_states))
       return predictions, losses, grads
 
-    def body(s, params, opt_state):
+    def body(s, params, opt_state, sums):
       active = s < steps
       idx, valid = schedule[0][:, s], schedule[1][:, s]
       count = tf.reduce_sum(tf.cast(valid, tf.int32), axis=1)
@@ -377,13 +399,17 @@ class VectorisedEngine(inprocess.InProcessEngine):
         previous = gradients(stepper.previous_point(opt_state), batch, valid, count, step_seeds)[2]
       opt_state, params = stepper.step(opt_state, params, grads, losses, previous, active)
       self._update_metrics(batch['y'], predictions, losses, valid, count, active)
-      return s + 1, tuple(params), opt_state
+      params = tuple(params)
+      return s + 1, params, opt_state, collector.add(sums, s, params)
 
-    _, params, opt_state = tf.while_loop(
-      lambda s, *_: s < tf.reduce_max(steps), body, (tf.constant(0), params, opt_state)
+    _, params, opt_state, sums = tf.while_loop(
+      lambda s, *_: s < tf.reduce_max(steps),
+      body,
+      (tf.constant(0), params, opt_state, collector.init()),
     )
     updates = tuple(w[None] - p for w, p in zip(x_shared, params))
-    return updates, passes, collections.OrderedDict(stepper.statistics(opt_state))
+    statistics = collections.OrderedDict(stepper.statistics(opt_state))
+    return updates, passes, statistics, collector.result(sums)
 
   def _schedule(self, splits, seeds_):
     """K_i and every client's minibatches: (steps [K], (row of the concatenated examples [K, S,
@@ -444,3 +470,55 @@ class VectorisedEngine(inprocess.InProcessEngine):
         metric.update_state(y, predictions, sample_weight=tf.cast(valid, predictions.dtype))
       else:
         metric.update_state(tf.boolean_mask(y, valid), tf.boolean_mask(predictions, valid))
+
+
+class _EpochMeansCollector:
+  """`Algorithm.epoch_means` for clients in lock-step: sums [K, count, ...] of the iterates
+  after each step of a collected epoch, slot j for epoch first_epoch + j of each client (its
+  epoch at global step s is s // K_e, K_e = ceil(n_i / B)), as `base.collecting_epoch_means`
+  sums them one client at a time; divided by K_e at the end. Without epoch means: nothing."""
+
+  def __init__(self, means, broadcast, sizes, steps, batch_size, specs):
+    self.means, self.specs = means, specs
+    if means is None:
+      return
+    self.steps = steps
+    self.per_epoch = (sizes + batch_size - 1) // batch_size  # K_e per client, [K]
+    epochs = steps // tf.maximum(self.per_epoch, 1)  # E_i
+    self.collecting = tf.logical_and(means.active(broadcast), self.per_epoch > 0)  # [K]
+    self.collected = tf.where(
+      self.collecting, tf.clip_by_value(epochs - means.first_epoch, 0, means.count), 0
+    )
+
+  def init(self):
+    if self.means is None:
+      return ()
+    num_clients = tf.shape(self.steps)[0]
+    return tuple(
+      tf.zeros(tf.concat([[num_clients, self.means.count], s.shape], 0), s.dtype)
+      for s in self.specs
+    )
+
+  def add(self, sums, s, params):
+    if self.means is None:
+      return ()
+    slot = s // tf.maximum(self.per_epoch, 1) - self.means.first_epoch
+    take = self.collecting & (s < self.steps) & (slot >= 0) & (slot < self.means.count)
+    index = tf.stack(
+      [tf.range(tf.shape(slot)[0]), tf.clip_by_value(slot, 0, self.means.count - 1)], 1
+    )
+    return tuple(
+      tf.tensor_scatter_nd_add(
+        m, index, tf.where(tf.reshape(take, [-1] + [1] * (p.shape.rank - 1)), p, tf.zeros_like(p))
+      )
+      for m, p in zip(sums, params)
+    )
+
+  def result(self, sums):
+    """(n [K], means [K, count, ...]) or ()."""
+    if self.means is None:
+      return ()
+    per_epoch = tf.cast(self.per_epoch, self.specs[0].dtype)
+    return self.collected, tuple(
+      tf.math.divide_no_nan(m, tf.reshape(per_epoch, [-1] + [1] * (m.shape.rank - 1))) for m in sums
+    )
