@@ -31,25 +31,22 @@ EXACT_MAX_DIM = 20_000  # d x d float32 = 1.6 GB
 
 
 class _Samples:
-  """Accumulates a client's posterior samples: the DP state, or the samples themselves."""
+  """A client's posterior samples for its delta: the DP state, or the samples themselves."""
 
   def __init__(self, solver: str, num_samples: int, rho: float):
     self.solver, self.num_samples, self.rho = solver, num_samples, rho
 
-  def init(self, x0: tuple[tf.Tensor, ...]) -> Any:
-    if self.solver == DP:
-      return fedpa_math.dp_init(x0, self.num_samples)
-    zeros = tuple(tf.zeros([self.num_samples] + x.shape.as_list(), x.dtype) for x in x0)
-    return tf.constant(0, tf.int32), zeros
+  def accumulate(self, n: tf.Tensor, means: tuple[tf.Tensor, ...], x0: tuple[tf.Tensor, ...]):
+    """From the n collected samples (means[:n], stacked): the DP state after each of them in
+    turn (`fedpa_math.dp_update`, one traced step in a loop), or (n, the stack)."""
+    if self.solver != DP:
+      return n, means
 
-  def add(self, acc: Any, sample: tuple[tf.Tensor, ...]) -> Any:
-    if self.solver == DP:
-      return fedpa_math.dp_update(acc, sample, self.rho)
-    count, samples = acc
-    samples = tuple(
-      tf.tensor_scatter_nd_update(s, [[count]], x[tf.newaxis]) for s, x in zip(samples, sample)
-    )
-    return count + 1, samples
+    def add(j, state):
+      return j + 1, fedpa_math.dp_update(state, tuple(m[j] for m in means), self.rho)
+
+    state = fedpa_math.dp_init(x0, self.num_samples)
+    return tf.while_loop(lambda j, _: j < n, add, (tf.constant(0), state))[1]
 
   def delta(self, acc: Any, x0: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, ...]:
     if self.solver == DP:
@@ -129,13 +126,7 @@ class _FedPA(base.Algorithm):
     x0 = tuple(result.initial)
     num_samples, means = result.epoch_means
     samples = _Samples(self.fedpa.solver, self.num_samples, self.rho)
-    acc = samples.init(x0)
-    for j in range(self.num_samples):  # sample j, if collected (every one or none)
-      acc = tf.cond(
-        j < num_samples,
-        lambda acc=acc, j=j: samples.add(acc, tuple(m[j] for m in means)),
-        lambda acc=acc: acc,
-      )
+    acc = samples.accumulate(num_samples, means, x0)
     fedavg_delta = tuple(result.update)
     use_pa = tf.logical_and(tf.convert_to_tensor(result.broadcast, tf.bool), num_samples > 0)
     delta = tf.cond(use_pa, lambda: tuple(samples.delta(acc, x0)), lambda: fedavg_delta)
