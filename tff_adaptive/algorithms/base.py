@@ -408,9 +408,7 @@ class Algorithm:
     x_t = tuple(tf.convert_to_tensor(x) for x in initial_weights.trainable)
     means = self.epoch_means()
     if means is not None:
-      batches = (local_loop.num_examples(data) + self.client.batch_size - 1) // (
-        self.client.batch_size
-      )
+      batches = local_loop.steps_per_epoch(local_loop.num_examples(data), self.client.batch_size)
       step = collecting_epoch_means(step, means, means.active(broadcast), x_t, batches)
     state, update, num_steps = self.local_training(model, initial_weights, data, seed, step)
     collected = ()

@@ -128,7 +128,7 @@ class _FedPA(base.Algorithm):
     samples = _Samples(self.fedpa.solver, self.num_samples, self.rho)
     acc = samples.accumulate(num_samples, means, x0)
     fedavg_delta = tuple(result.update)
-    use_pa = tf.logical_and(tf.convert_to_tensor(result.broadcast, tf.bool), num_samples > 0)
+    use_pa = num_samples > 0  # collected only in rounds past the server burn-in
     delta = tf.cond(use_pa, lambda: tuple(samples.delta(acc, x0)), lambda: fedavg_delta)
     finite = tree.all_finite(delta)
     delta = tuple(tf.where(finite, d, tf.zeros_like(d)) for d in delta)

@@ -141,6 +141,11 @@ def num_examples(features: collections.OrderedDict) -> tf.Tensor:
   return tf.shape(tf.nest.flatten(features)[0])[0]
 
 
+def steps_per_epoch(n: tf.Tensor, batch_size: int) -> tf.Tensor:
+  """ceil(n / B): one epoch's local steps for n examples (0 for none), any shape of n."""
+  return (n + batch_size - 1) // batch_size
+
+
 def run_local_steps(
   model: VariableModel,
   features: collections.OrderedDict,
@@ -166,12 +171,12 @@ def run_local_steps(
     (the step state after the last step, K = E * ceil(n / B) local steps taken, int32).
   """
   n = num_examples(features)
-  steps_per_epoch = (n + batch_size - 1) // batch_size
+  per_epoch = steps_per_epoch(n, batch_size)
   seed = tf.cast(seed, tf.int64)
   perms = seeds.epoch_permutations(n, epochs, seed)
   if num_epochs is not None:
     epochs = tf.cast(num_epochs, tf.int32)
-  num_steps = steps_per_epoch * epochs
+  num_steps = per_epoch * epochs
   apply = lambda batch, step_seed, state: local_step.apply(model, batch, step_seed, state)
   if getattr(_options, 'xla', False):
     apply = tf.function(apply, jit_compile=True, autograph=False)
@@ -179,13 +184,13 @@ def run_local_steps(
   def step(epoch, b, state):
     idx = perms[epoch, b * batch_size : tf.minimum((b + 1) * batch_size, n)]
     batch = tf.nest.map_structure(lambda t: tf.gather(t, idx), features)
-    i = epoch * steps_per_epoch + b
+    i = epoch * per_epoch + b
     return apply(batch, seeds.local_step_seed(seed, i), state)
 
   if local_step.end_epoch is None:
 
     def body(i, state):
-      return i + 1, step(i // steps_per_epoch, i % steps_per_epoch, state)
+      return i + 1, step(i // per_epoch, i % per_epoch, state)
 
     _, state = tf.while_loop(
       lambda i, _: i < num_steps, body, (tf.constant(0), local_step.init(model))
@@ -194,7 +199,7 @@ def run_local_steps(
 
   def epoch_body(epoch, state):
     _, state = tf.while_loop(
-      lambda b, _: b < steps_per_epoch,
+      lambda b, _: b < per_epoch,
       lambda b, state: (b + 1, step(epoch, b, state)),
       (tf.constant(0), state),
     )

@@ -420,7 +420,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     max_epochs = alg.client.max_epochs or alg.client.epochs
     sizes = splits[1:] - splits[:-1]
     n_max = tf.reduce_max(sizes)
-    steps_per_epoch = (sizes + batch_size - 1) // batch_size
+    steps_per_epoch = local_loop.steps_per_epoch(sizes, batch_size)
     steps = steps_per_epoch * self._client_epochs(seeds_)
 
     def permutations(args):
@@ -483,7 +483,7 @@ class _EpochMeansCollector:
     if means is None:
       return
     self.steps = steps
-    self.per_epoch = (sizes + batch_size - 1) // batch_size  # K_e per client, [K]
+    self.per_epoch = local_loop.steps_per_epoch(sizes, batch_size)  # K_e per client, [K]
     epochs = steps // tf.maximum(self.per_epoch, 1)  # E_i
     self.collecting = tf.logical_and(means.active(broadcast), self.per_epoch > 0)  # [K]
     self.collected = tf.where(
