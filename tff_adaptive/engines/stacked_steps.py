@@ -36,7 +36,7 @@ def _stack(value: tf.Tensor, num_clients: tf.Tensor) -> tf.Tensor:
   return tf.repeat(tf.convert_to_tensor(value)[None], num_clients, axis=0)
 
 
-def _per_client(mask: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
+def per_client(mask: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
   """A [K] mask reshaped to broadcast against a [K, ...] tensor."""
   return tf.reshape(mask, tf.concat([[-1], tf.ones([like.shape.rank - 1], tf.int32)], 0))
 
@@ -55,7 +55,7 @@ def per_client_norm(tensors) -> tf.Tensor:
 
 def keep_active(active: tf.Tensor, new: Any, old: Any) -> Any:
   """`new` for the clients still training, `old` for the others (leaves stacked [K, ...])."""
-  return tf.nest.map_structure(lambda n, o: tf.where(_per_client(active, n), n, o), new, old)
+  return tf.nest.map_structure(lambda n, o: tf.where(per_client(active, n), n, o), new, old)
 
 
 class SharedOptimizer:
@@ -116,7 +116,7 @@ class PerClientSteps:
       list(grads),
       per_client_norm(tree.sub(params, tuple(state[delta_sgd.X_PREV]))),
       per_client_norm(tree.sub(grads, tuple(previous))),
-      scale=_per_client,
+      scale=per_client,
     )
     return (
       keep_active(active, new_state, state),
@@ -149,7 +149,7 @@ class PolyakSteps:
     del previous_grads
     norm_sq = per_client_sq_norm(grads)
     eta = sps.step_size(state[sps.ETA], tf.cast(losses, tf.float32), norm_sq, self.hparams)
-    new_params = tuple(x - tf.cast(_per_client(eta, x), x.dtype) * g for x, g in zip(params, grads))
+    new_params = tuple(x - tf.cast(per_client(eta, x), x.dtype) * g for x, g in zip(params, grads))
     new_state = collections.OrderedDict(
       [
         (sps.STEP, state[sps.STEP] + 1),

@@ -106,8 +106,8 @@ def _keras_parts(model: tff.learning.models.VariableModel):
   return keras_model, loss, model.get_metrics()
 
 
-def check_algorithm(algorithm: algorithm_base.Algorithm) -> None:
-  """Raises ValueError (one line, naming why) if the engine cannot run `algorithm`."""
+def check_algorithm_reason(algorithm: algorithm_base.Algorithm) -> str | None:
+  """Why the engine cannot run `algorithm` (one line); None if it can."""
   reason = config.vectorised_refusal(algorithm.name, algorithm.client.optimizer.name)
   own = type(algorithm).client_update is not algorithm_base.Algorithm.client_update
   if reason is None and own:
@@ -115,6 +115,12 @@ def check_algorithm(algorithm: algorithm_base.Algorithm) -> None:
       f'algorithm {algorithm.name!r} writes its own client update, which is not batched; use '
       '--engine=inprocess'
     )
+  return reason
+
+
+def check_algorithm(algorithm: algorithm_base.Algorithm) -> None:
+  """Raises ValueError (one line, naming why) if the engine cannot run `algorithm`."""
+  reason = check_algorithm_reason(algorithm)
   if reason is not None:
     raise ValueError(f'--engine=vectorised: {reason}')
 

@@ -277,6 +277,221 @@ def _progress_fields(row: Mapping[str, float]) -> str:
   )
 
 
+class _Run:
+  """One experiment directory's side of the loop: resume, then each round's record.
+
+  `run_training` drives one with its engine; `run_cells` drives one per grid cell, all with
+  one `grid_cells.GridCellsEngine`. `engine` here is the run's own engine (for a cell: its
+  cell's), used for `initialize`, `model_weights` and `algorithm`.
+  """
+
+  def __init__(
+    self,
+    engine,
+    initial_weights,
+    train_clients,
+    evaluator,
+    validation_data,
+    client_test,
+    config: LoopConfig,
+    final_test,
+    log: TextIO,
+    warn: TextIO,
+    prefix: str = '',
+  ):
+    self.engine, self.initial_weights = engine, initial_weights
+    self.train_clients, self.evaluator = train_clients, evaluator
+    self.validation_data, self.client_test = validation_data, client_test
+    self.config, self.final_test = config, final_test
+    self.log, self.warn, self.prefix = log, warn, prefix
+    output_dir = self.output_dir = config.output_dir
+    stale = outputs.remove_stale_temporaries(output_dir)
+    if stale:
+      print(
+        f'removed what interrupted writes left in {output_dir}: {", ".join(stale)}',
+        file=warn,
+        flush=True,
+      )
+    self.state_manager = tff.program.FileProgramStateManager(
+      os.path.join(output_dir, 'checkpoints'), keep_total=KEEP_CHECKPOINTS, keep_first=False
+    )
+    initial_state = engine.initialize(initial_weights)
+    state, start_round = _load_checkpoint(
+      self.state_manager, os.path.join(output_dir, 'checkpoints'), initial_state, warn
+    )
+    self.metrics_path = metrics_path = os.path.join(output_dir, 'metrics.csv')
+    self.finished = None  # the TrainingResult of a run that had already finished
+    history = []  # (round, target metric) of the evaluated rounds
+    if state is None:
+      state = initial_state
+      if os.path.exists(metrics_path):
+        try:
+          _read_metrics(metrics_path, 0)
+        except ResumeError as e:  # rows of a run that never checkpointed: recomputed anyway
+          os.replace(metrics_path, metrics_path + '.unreadable')
+          print(f'warning: {e}; moved it to metrics.csv.unreadable', file=warn, flush=True)
+    else:
+      rows = _read_metrics(metrics_path, start_round)
+      history = _target_history(rows, config, start_round)
+      if start_round >= config.total_rounds:
+        last = next(r for r in rows if int(float(r['round_num'])) == start_round)
+        row = collections.OrderedDict(
+          (k, float(v)) for k, v in last.items() if v not in ('', None) and k != 'round_num'
+        )
+        self.finished = TrainingResult(row, start_round, finished_before=True)
+      else:
+        print(f'{prefix}Resuming {output_dir} after round {start_round}', file=log, flush=True)
+    self.state, self.round = state, start_round
+    self.csv_manager = tff.program.CSVFileReleaseManager(
+      metrics_path, save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round_num'
+    )
+    self.tb_manager = tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard'))
+    self.store = None
+    if engine.algorithm.stateful_clients:
+      self.store = client_states.ClientStateStore(
+        os.path.join(output_dir, 'client_states'), keep_commits=KEEP_CHECKPOINTS
+      )
+      self.store.restore(start_round)
+    self.client_index = {cid: i for i, cid in enumerate(train_clients)}
+    self.tracker = _Targets(history, config, warn)
+    self.row = collections.OrderedDict()
+    self.round_times = []
+    self.checkpointed = start_round
+
+  def clients(self, round_num: int, sampled: list[str]) -> list[engine_base.RoundClient]:
+    """The round's `RoundClient`s: examples, seeds of (seed, round, client), stored states."""
+    population = len(self.client_index)
+    return [
+      engine_base.RoundClient(
+        cid,
+        self.train_clients[cid],
+        seeds.client_seed(self.config.seed, round_num, self.client_index[cid], population),
+        self.store.get(cid) if self.store is not None else None,
+      )
+      for cid in sampled
+    ]
+
+  def check(self, round_num: int, sampled: list[str], result: engine_base.RoundResult):
+    """The round's metrics row and new model; `ClientLossError` naming a client to blame."""
+    row = collections.OrderedDict(result.metrics)
+    if row.get('client_invalid_max', 0) > 0 or not math.isfinite(row['train_loss']):
+      problem = _client_loss_problem(
+        self.evaluator,
+        self.engine.model_weights(self.state),
+        self.initial_weights,
+        sampled,
+        self.train_clients,
+        self.engine.algorithm.needs_positive_initial_loss,
+      )
+      if problem is not None:
+        raise ClientLossError(
+          f'round {round_num}: {problem}; checkpoints and metrics up to round {round_num - 1} '
+          f'are intact in {self.output_dir}'
+        )
+    return row, self.engine.model_weights(result.state)
+
+  def record(self, round_num, sampled, result, row, new_weights, seconds: float) -> None:
+    """Keeps the round: its state and client states, evaluation, metrics.csv, TensorBoard,
+    checkpoint (on the cadence and after the last round), progress line.
+
+    Raises:
+      DivergenceError: a non-finite loss, update or model; nothing of the round is kept.
+    """
+    config, output_dir = self.config, self.output_dir
+    diverged = (
+      not math.isfinite(row['train_loss'])
+      or row['train_update_non_finite'] > 0
+      or not _all_finite(new_weights.trainable)
+    )
+    if diverged:
+      raise DivergenceError(
+        f'training diverged in round {round_num} (train_loss={row["train_loss"]}); '
+        f'checkpoints and metrics up to round {round_num - 1} are intact in {output_dir}; '
+        'try a smaller learning rate'
+      )
+    started = time.perf_counter()
+    self.state, self.round = result.state, round_num
+    if self.store is not None:
+      with outputs.writing(self.store.root):
+        for cid, client_state in zip(sampled, result.client_states):
+          self.store.put(cid, client_state, round_num)
+    last = round_num == config.total_rounds
+    if round_num % config.rounds_per_eval == 0 or last:
+      self._evaluate(row, round_num, new_weights, last)
+    if config.epsilon is not None:
+      row['dp_epsilon'] = config.epsilon(round_num)
+    self.round_times.append(seconds + time.perf_counter() - started)
+    row['seconds_per_round'] = self.round_times[-1]
+    with outputs.writing(self.metrics_path):
+      asyncio.run(self.csv_manager.release(row, round_num))
+    with outputs.writing(os.path.join(output_dir, 'tensorboard')):
+      asyncio.run(self.tb_manager.release(row, round_num))
+      # The writer would flush on its own schedule, where a failure (a full disk) is only
+      # logged: flushed here, it raises in the round that wrote, and TensorBoard shows each
+      # round as it ends.
+      self.tb_manager._summary_writer.flush()  # noqa: SLF001  (TFF keeps its writer private)
+    if round_num % config.rounds_per_checkpoint == 0 or last:
+      self.checkpoint()
+    self.row = row
+    recent = float(np.median(self.round_times[-20:]))
+    eta = recent * (config.total_rounds - round_num)
+    print(
+      f'{self.prefix}round {round_num}/{config.total_rounds} {_progress_fields(row)} '
+      f'{self.round_times[-1]:.2f}s/round eta {eta:.0f}s',
+      file=self.log,
+      flush=True,
+    )
+
+  def _evaluate(self, row, round_num, new_weights, last) -> None:
+    evaluator, client_test = self.evaluator, self.client_test
+    # A finite model can still have infinite losses (e.g. after a huge server step): they
+    # are recorded as inf/nan, without numpy's RuntimeWarnings on stderr.
+    with np.errstate(over='ignore', invalid='ignore'):
+      row.update(_flatten('eval', evaluator.evaluate(new_weights, self.validation_data(round_num))))
+      if last and self.final_test is not None:
+        row.update(
+          _flatten('eval_final', evaluator.evaluate_chunks(new_weights, self.final_test()))
+        )
+      if client_test is not None:
+        summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
+        row.update(_flatten('eval_client', summary))
+        for cid, results in per_client.items():  # for example-weighted summaries
+          results['num_examples'] = len(client_test[cid]['y'])
+        client_eval = os.path.join(self.output_dir, 'client_eval', f'round_{round_num:05d}.csv')
+        with outputs.writing(client_eval):
+          outputs.write_client_eval(self.output_dir, round_num, per_client)
+    self.tracker.add(row, round_num)
+
+  def checkpoint(self) -> None:
+    """Checkpoints the state of the last recorded round (and commits its client states)."""
+    round_num = self.round
+    if self.store is not None:
+      with outputs.writing(self.store.root):
+        self.store.commit(round_num)  # before the checkpoint: every checkpoint has its snapshot
+    path = os.path.join(self.output_dir, 'checkpoints', f'program_state_{round_num}')
+    with outputs.writing(path):
+      asyncio.run(self.state_manager.save(self.state, round_num))
+    self.checkpointed = round_num
+
+  def worker_lost(self, round_num: int, error: Exception) -> WorkerLostError:
+    return WorkerLostError(
+      f'round {round_num}: {error}; checkpoints and metrics up to round {round_num - 1} are '
+      f'intact in {self.output_dir}; rerun the same command once it is back (or with other '
+      'workers) to resume'
+    )
+
+  def stop(self, stop: stopping.StopAtRoundEnd) -> None:
+    """After a Ctrl-C / SIGTERM: the checkpoint of the last recorded round, one line."""
+    if self.checkpointed != self.round:
+      self.checkpoint()
+    print(
+      f'{self.prefix}stopped after round {self.round} ({stop.requested_name}); its checkpoint '
+      'is saved',
+      file=self.log,
+      flush=True,
+    )
+
+
 def run_training(
   engine: engine_base.Engine,
   initial_weights: tff.learning.models.ModelWeights,
@@ -315,165 +530,115 @@ def run_training(
     outputs.DiskFullError: a file of the run could not be written for want of space, named;
       its temporaries are removed and the previous checkpoint is the latest.
   """
-  output_dir = config.output_dir
-  stale = outputs.remove_stale_temporaries(output_dir)
-  if stale:
-    print(
-      f'removed what interrupted writes left in {output_dir}: {", ".join(stale)}',
-      file=warn,
-      flush=True,
-    )
-  state_manager = tff.program.FileProgramStateManager(
-    os.path.join(output_dir, 'checkpoints'), keep_total=KEEP_CHECKPOINTS, keep_first=False
+  run = _Run(
+    engine,
+    initial_weights,
+    train_clients,
+    evaluator,
+    validation_data,
+    client_test,
+    config,
+    final_test,
+    log,
+    warn,
   )
-  initial_state = engine.initialize(initial_weights)
-  state, start_round = _load_checkpoint(
-    state_manager, os.path.join(output_dir, 'checkpoints'), initial_state, warn
-  )
-  metrics_path = os.path.join(output_dir, 'metrics.csv')
-  history = []  # (round, target metric) of the evaluated rounds
-  if state is None:
-    state = initial_state
-    if os.path.exists(metrics_path):
-      try:
-        _read_metrics(metrics_path, 0)
-      except ResumeError as e:  # rows of a run that never checkpointed: recomputed anyway
-        os.replace(metrics_path, metrics_path + '.unreadable')
-        print(f'warning: {e}; moved it to metrics.csv.unreadable', file=warn, flush=True)
-  else:
-    rows = _read_metrics(metrics_path, start_round)
-    history = _target_history(rows, config, start_round)
-    if start_round >= config.total_rounds:
-      last = next(r for r in rows if int(float(r['round_num'])) == start_round)
-      row = collections.OrderedDict(
-        (k, float(v)) for k, v in last.items() if v not in ('', None) and k != 'round_num'
-      )
-      return TrainingResult(row, start_round, finished_before=True)
-    print(f'Resuming {output_dir} after round {start_round}', file=log, flush=True)
-  csv_manager = tff.program.CSVFileReleaseManager(
-    metrics_path, save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round_num'
-  )
-  tb_manager = tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard'))
-  store = None
-  if engine.algorithm.stateful_clients:
-    store = client_states.ClientStateStore(
-      os.path.join(output_dir, 'client_states'), keep_commits=KEEP_CHECKPOINTS
-    )
-    store.restore(start_round)
-  client_index = {cid: i for i, cid in enumerate(train_clients)}
-  population = len(client_index)
-
-  tracker = _Targets(history, config, warn)
-  row = collections.OrderedDict()
-  round_times = []
-
-  def checkpoint(round_num):
-    if store is not None:
-      with outputs.writing(store.root):
-        store.commit(round_num)  # before the checkpoint: every checkpoint has its snapshot
-    with outputs.writing(os.path.join(output_dir, 'checkpoints', f'program_state_{round_num}')):
-      asyncio.run(state_manager.save(state, round_num))
-
+  if run.finished is not None:
+    return run.finished
   with stopping.StopAtRoundEnd(log) as stop:
-    for round_num in range(start_round + 1, config.total_rounds + 1):
+    for round_num in range(run.round + 1, config.total_rounds + 1):
       started = time.perf_counter()
       sampled = sampler(round_num)
-      clients = [
-        engine_base.RoundClient(
-          cid,
-          train_clients[cid],
-          seeds.client_seed(config.seed, round_num, client_index[cid], population),
-          store.get(cid) if store is not None else None,
-        )
-        for cid in sampled
-      ]
       try:
-        result = engine.next(state, clients)
-        row = collections.OrderedDict(result.metrics)
-        if row.get('client_invalid_max', 0) > 0 or not math.isfinite(row['train_loss']):
-          problem = _client_loss_problem(
-            evaluator,
-            engine.model_weights(state),
-            initial_weights,
-            sampled,
-            train_clients,
-            engine.algorithm.needs_positive_initial_loss,
-          )
-          if problem is not None:
-            raise ClientLossError(
-              f'round {round_num}: {problem}; checkpoints and metrics up to round {round_num - 1} '
-              f'are intact in {output_dir}'
-            )
-        new_weights = engine.model_weights(result.state)
+        result = engine.next(run.state, run.clients(round_num, sampled))
+        row, new_weights = run.check(round_num, sampled, result)
       except runtime.WorkerLostError as e:
-        raise WorkerLostError(
-          f'round {round_num}: {e}; checkpoints and metrics up to round {round_num - 1} are '
-          f'intact in {output_dir}; rerun the same command once it is back (or with other '
-          'workers) to resume'
-        ) from None
-      diverged = (
-        not math.isfinite(row['train_loss'])
-        or row['train_update_non_finite'] > 0
-        or not _all_finite(new_weights.trainable)
-      )
-      if diverged:
-        raise DivergenceError(
-          f'training diverged in round {round_num} (train_loss={row["train_loss"]}); '
-          f'checkpoints and metrics up to round {round_num - 1} are intact in {output_dir}; '
-          'try a smaller learning rate'
-        )
-      state = result.state
-      if store is not None:
-        with outputs.writing(store.root):
-          for cid, client_state in zip(sampled, result.client_states):
-            store.put(cid, client_state, round_num)
-      last = round_num == config.total_rounds
-      if round_num % config.rounds_per_eval == 0 or last:
-        # A finite model can still have infinite losses (e.g. after a huge server step): they
-        # are recorded as inf/nan, without numpy's RuntimeWarnings on stderr.
-        with np.errstate(over='ignore', invalid='ignore'):
-          row.update(_flatten('eval', evaluator.evaluate(new_weights, validation_data(round_num))))
-          if last and final_test is not None:
-            row.update(_flatten('eval_final', evaluator.evaluate_chunks(new_weights, final_test())))
-          if client_test is not None:
-            summary, per_client = evaluator.evaluate_clients(new_weights, client_test)
-            row.update(_flatten('eval_client', summary))
-            for cid, results in per_client.items():  # for example-weighted summaries
-              results['num_examples'] = len(client_test[cid]['y'])
-            client_eval = os.path.join(output_dir, 'client_eval', f'round_{round_num:05d}.csv')
-            with outputs.writing(client_eval):
-              outputs.write_client_eval(output_dir, round_num, per_client)
-        tracker.add(row, round_num)
-      if config.epsilon is not None:
-        row['dp_epsilon'] = config.epsilon(round_num)
-      round_times.append(time.perf_counter() - started)
-      row['seconds_per_round'] = round_times[-1]
-      with outputs.writing(metrics_path):
-        asyncio.run(csv_manager.release(row, round_num))
-      with outputs.writing(os.path.join(output_dir, 'tensorboard')):
-        asyncio.run(tb_manager.release(row, round_num))
-        # The writer would flush on its own schedule, where a failure (a full disk) is only
-        # logged: flushed here, it raises in the round that wrote, and TensorBoard shows each
-        # round as it ends.
-        tb_manager._summary_writer.flush()  # noqa: SLF001  (TFF keeps its writer private)
-      checkpointed = round_num % config.rounds_per_checkpoint == 0 or last
-      if checkpointed:
-        checkpoint(round_num)
-      recent = float(np.median(round_times[-20:]))
-      eta = recent * (config.total_rounds - round_num)
-      print(
-        f'round {round_num}/{config.total_rounds} {_progress_fields(row)} '
-        f'{round_times[-1]:.2f}s/round eta {eta:.0f}s',
-        file=log,
-        flush=True,
-      )
-      if stop.requested is not None and not last:
-        if not checkpointed:
-          checkpoint(round_num)
-        print(
-          f'stopped after round {round_num} ({stop.requested_name}); its checkpoint is saved',
-          file=log,
-          flush=True,
-        )
+        raise run.worker_lost(round_num, e) from None
+      run.record(round_num, sampled, result, row, new_weights, time.perf_counter() - started)
+      if stop.requested is not None and round_num != config.total_rounds:
+        run.stop(stop)
         stop.deliver()
-  return TrainingResult(row, config.total_rounds)
+  return TrainingResult(run.row, config.total_rounds)
+
+
+def run_cells(
+  engine,
+  initial_weights: tff.learning.models.ModelWeights,
+  train_clients: Mapping[str, Mapping[str, np.ndarray]],
+  sampler: Callable[[int], list[str]],
+  evaluator: evaluation.Evaluator,
+  validation_data: Callable[[int], Mapping[str, np.ndarray]],
+  client_test: Mapping[str, Mapping[str, np.ndarray]] | None,
+  configs: list[LoopConfig],
+  final_test: Callable[[], Iterable[Mapping[str, np.ndarray]]] | None = None,
+  log: TextIO = sys.stdout,
+  warn: TextIO = sys.stderr,
+  names: list[str] | None = None,
+) -> list[TrainingResult | DivergenceError]:
+  """`run_training` for K grid cells at once, on one `grid_cells.GridCellsEngine`.
+
+  Each cell keeps its own experiment directory (`configs[k].output_dir`) exactly as
+  `run_training` keeps it: metrics.csv, checkpoints, evaluation, resume; a cell trained here
+  and one trained alone by `run_training` hold the same files and can be resumed by either.
+  The cells share the sampler and the seed, so every round's clients; the cells at the
+  lowest round train together (the others wait: after a kill between two cells' checkpoints
+  they catch up first). A cell that diverges stops (its `DivergenceError` is its result, its
+  files as `run_training` leaves them); the others go on. Progress lines carry each cell's
+  name (`names`, default the directory's name).
+
+  Returns:
+    Per cell: its `TrainingResult`, or the `DivergenceError` that stopped it.
+  """
+  if len(configs) != len(engine.cells):
+    raise ValueError(f'{len(engine.cells)} cells but {len(configs)} loop configs')
+  shared = {(c.total_rounds, c.seed) for c in configs}
+  if len(shared) != 1:
+    raise ValueError(f'grid cells must share total_rounds and seed, got {sorted(shared)}')
+  names = names or [os.path.basename(os.path.normpath(c.output_dir)) for c in configs]
+  runs = [
+    _Run(
+      cell,
+      initial_weights,
+      train_clients,
+      evaluator,
+      validation_data,
+      client_test,
+      config,
+      final_test,
+      log,
+      warn,
+      prefix=f'[{name}] ',
+    )
+    for cell, config, name in zip(engine.cells, configs, names)
+  ]
+  results: list[TrainingResult | DivergenceError | None] = [r.finished for r in runs]
+  total = configs[0].total_rounds
+  with stopping.StopAtRoundEnd(log) as stop:
+    while any(r is None for r in results):
+      live = [k for k, r in enumerate(results) if r is None]
+      round_num = min(runs[k].round for k in live) + 1
+      group = [k for k in live if runs[k].round + 1 == round_num]
+      started = time.perf_counter()
+      sampled = sampler(round_num)
+      outcomes = engine.next(
+        [run.state for run in runs],
+        runs[group[0]].clients(round_num, sampled),
+        [k in group for k in range(len(runs))],
+      )
+      seconds = (time.perf_counter() - started) / len(group)  # the round's time, shared
+      for k in group:
+        run = runs[k]
+        try:
+          row, new_weights = run.check(round_num, sampled, outcomes[k])
+          run.record(round_num, sampled, outcomes[k], row, new_weights, seconds)
+        except DivergenceError as e:
+          print(f'{run.prefix}{e}', file=warn, flush=True)
+          results[k] = e
+          continue
+        if round_num == total:
+          results[k] = TrainingResult(run.row, total)
+      if stop.requested is not None and any(r is None for r in results):
+        for k, r in enumerate(results):
+          if r is None:
+            runs[k].stop(stop)
+        stop.deliver()
+  return results
