@@ -258,6 +258,16 @@ def main(argv):
     _fail(f'unexpected arguments {argv[1:]}; flags look like --name=value', 2)
   try:
     config = trainer_flags.experiment_config_from_flags()
+    cells = None
+    if FLAGS.cells is not None:
+      cells = trainer_flags.read_cells(FLAGS.cells)
+      if FLAGS.experiment_name is not None:
+        raise ValueError('--experiment_name: with --cells each cell is named by its line')
+      if config.engine != 'vectorised':
+        raise ValueError(
+          f'--cells trains the cells side by side on engine vectorised; got --engine={config.engine}'
+        )
+      configs = trainer_flags.cell_configs(_PARSED_ARGV, cells)
   except ValueError as e:
     _fail(str(e), 2)
   for line in trainer_flags.ignored_flags(config):
@@ -266,64 +276,35 @@ def main(argv):
   # Under `bazel run` the working directory is the runfiles tree: resolve relative paths
   # against the directory the command was typed in.
   base_dir = os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
+  root = os.path.join(base_dir, FLAGS.root_output_dir)
   try:
-    output_dir = run_dir.experiment_dir(
-      os.path.join(base_dir, FLAGS.root_output_dir), trainer_flags.experiment_name(config)
-    )
+    if cells is None:
+      configs = [config]
+      output_dirs = [run_dir.experiment_dir(root, trainer_flags.experiment_name(config))]
+    else:
+      output_dirs = [run_dir.experiment_dir(root, cell.name) for cell in cells]
   except run_dir.RunDirError as e:
     _fail(str(e), 2)
   if config.task.data_dir is not None:
-    config = dataclasses.replace(
-      config,
-      task=dataclasses.replace(config.task, data_dir=os.path.join(base_dir, config.task.data_dir)),
-    )
+    data_dir = os.path.join(base_dir, config.task.data_dir)
+    configs = [
+      dataclasses.replace(c, task=dataclasses.replace(c.task, data_dir=data_dir)) for c in configs
+    ]
   try:
-    catalog.check_data(config.task)  # every missing file in one message
+    catalog.check_data(configs[0].task)  # every missing file in one message
   except datasets.DataNotFoundError as e:
     _fail(str(e), 2)
-  _train(config, output_dir)
+  if cells is None:
+    _train(configs[0], output_dirs[0])
+  else:
+    _train_cells(configs, output_dirs)
 
 
-def _train(config, output_dir: str) -> None:
-  """Builds the run of a checked `config` and trains it into `output_dir`; exits on errors.
-
-  The first to import TensorFlow and TFF (see the module docstring).
-  """
-  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf
-  import tensorflow_federated as tff
-
-  from tff_adaptive.engines import inprocess
-  from tff_adaptive.loop import evaluation
-  from tff_adaptive.loop import training_loop
-  # pylint: enable=g-import-not-at-top
-
+@contextlib.contextmanager
+def _setup_errors(output_dir: str):
+  """Building the run and preparing its directory: a user mistake exits 2, a full disk 5."""
   try:
-    inprocess.check_device(config.runtime.device)
-  except ValueError as e:
-    _fail(f'--device: {e}', 2)
-  try:
-    task = catalog.build_task(config.task)
-    sampler = sampling.build_client_sampler(
-      task.client_ids, config.clients_per_round, config.seed, config.client_sampler
-    )
-    algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
-    engine_config.check_engine(config.engine, algorithm)  # e.g. a model without a batched form
-    epsilon, dp_line = _epsilon_by_round(config, task)
-    if config.runtime.workers:  # before anything is written
-      runtime.check_reachable(config.runtime.workers, config.runtime.worker_connect_timeout)
-    # The directory, its lock (held until this process ends), then the hparams check and first
-    # write under the lock: two trainers on one experiment cannot both run.
-    run_dir.prepare(output_dir)
-    lock = run_dir.RunLock(output_dir)  # noqa: F841  (held for the life of the process)
-    record = trainer_flags.hparams_record(config)
-    record['runtime']['code_version'] = provenance.code_version()  # of this start
-    outputs.check_or_write_hparams(
-      output_dir,
-      record,
-      trainer_flags.HPARAMS_HINTS,
-      upgrade=trainer_flags.upgrade_hparams,
-    )
+    yield
   except (
     datasets.DataNotFoundError,
     datasets.DataFormatError,
@@ -338,47 +319,14 @@ def _train(config, output_dir: str) -> None:
       raise
     _fail_disk_full(e.filename or output_dir, output_dir)
 
-  tf.keras.utils.set_random_seed(config.seed)
-  initial_weights = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(config.seed))
-  header = [
-    task.description,
-    f'{config.algorithm} ({config.server.name} server) on engine {config.engine}',
-  ]
-  header += [dp_line] if dp_line else []
-  print('\n'.join([*header, f'output: {output_dir}']), flush=True)
+
+@contextlib.contextmanager
+def _training_errors(output_dir: str):
+  """Training: each way a run stops early, in one line with its exit code (module docstring)."""
+  from tff_adaptive.loop import training_loop  # pylint: disable=g-import-not-at-top
+
   try:
-    with _execution(config):
-      engine = engine_config.build_engine(
-        config.engine,
-        algorithm,
-        engine_config.EngineOptions(
-          clients_per_round=config.clients_per_round,
-          device=config.runtime.device,
-          jit_compile=config.xla,
-          chunk_size=config.runtime.clients_per_chunk,
-        ),
-      )
-      final = training_loop.run_training(
-        engine,
-        initial_weights,
-        task.train_clients,
-        sampler,
-        evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
-        task.validation_sample or (lambda round_num: task.central_test),
-        task.client_test,
-        training_loop.LoopConfig(
-          total_rounds=config.total_rounds,
-          rounds_per_eval=config.runtime.rounds_per_eval,
-          rounds_per_checkpoint=config.runtime.rounds_per_checkpoint,
-          seed=config.seed,
-          output_dir=output_dir,
-          target_metric=config.runtime.target_metric,
-          targets=config.runtime.rounds_to_target,
-          epsilon=epsilon,
-        ),
-        final_test=task.final_test,
-        warn=sys.stderr,
-      )
+    yield
   except training_loop.DivergenceError as e:
     _fail(str(e), 3)
   except outputs.DiskFullError as e:
@@ -417,6 +365,105 @@ def _train(config, output_dir: str) -> None:
       f'interrupted; rerun the same command to resume from the last checkpoint in {output_dir}',
       130,
     )
+
+
+def _prepare_dir(config, output_dir: str):
+  """The directory, its lock (returned: held until this process ends), then the hparams check
+  and first write under the lock: two trainers on one experiment cannot both run."""
+  run_dir.prepare(output_dir)
+  lock = run_dir.RunLock(output_dir)
+  record = trainer_flags.hparams_record(config)
+  record['runtime']['code_version'] = provenance.code_version()  # of this start
+  outputs.check_or_write_hparams(
+    output_dir,
+    record,
+    trainer_flags.HPARAMS_HINTS,
+    upgrade=trainer_flags.upgrade_hparams,
+  )
+  return lock
+
+
+def _loop_config(config, output_dir: str, epsilon):
+  from tff_adaptive.loop import training_loop  # pylint: disable=g-import-not-at-top
+
+  return training_loop.LoopConfig(
+    total_rounds=config.total_rounds,
+    rounds_per_eval=config.runtime.rounds_per_eval,
+    rounds_per_checkpoint=config.runtime.rounds_per_checkpoint,
+    seed=config.seed,
+    output_dir=output_dir,
+    target_metric=config.runtime.target_metric,
+    targets=config.runtime.rounds_to_target,
+    epsilon=epsilon,
+  )
+
+
+def _check_device(config) -> None:
+  from tff_adaptive.engines import inprocess  # pylint: disable=g-import-not-at-top
+
+  try:
+    inprocess.check_device(config.runtime.device)
+  except ValueError as e:
+    _fail(f'--device: {e}', 2)
+
+
+def _train(config, output_dir: str) -> None:
+  """Builds the run of a checked `config` and trains it into `output_dir`; exits on errors.
+
+  The first to import TensorFlow and TFF (see the module docstring).
+  """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+
+  from tff_adaptive.loop import evaluation
+  from tff_adaptive.loop import training_loop
+  # pylint: enable=g-import-not-at-top
+
+  _check_device(config)
+  with _setup_errors(output_dir):
+    task = catalog.build_task(config.task)
+    sampler = sampling.build_client_sampler(
+      task.client_ids, config.clients_per_round, config.seed, config.client_sampler
+    )
+    algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
+    engine_config.check_engine(config.engine, algorithm)  # e.g. a model without a batched form
+    epsilon, dp_line = _epsilon_by_round(config, task)
+    if config.runtime.workers:  # before anything is written
+      runtime.check_reachable(config.runtime.workers, config.runtime.worker_connect_timeout)
+    lock = _prepare_dir(config, output_dir)  # noqa: F841  (held for the life of the process)
+
+  tf.keras.utils.set_random_seed(config.seed)
+  initial_weights = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(config.seed))
+  header = [
+    task.description,
+    f'{config.algorithm} ({config.server.name} server) on engine {config.engine}',
+  ]
+  header += [dp_line] if dp_line else []
+  print('\n'.join([*header, f'output: {output_dir}']), flush=True)
+  with _training_errors(output_dir), _execution(config):
+    engine = engine_config.build_engine(
+      config.engine,
+      algorithm,
+      engine_config.EngineOptions(
+        clients_per_round=config.clients_per_round,
+        device=config.runtime.device,
+        jit_compile=config.xla,
+        chunk_size=config.runtime.clients_per_chunk,
+      ),
+    )
+    final = training_loop.run_training(
+      engine,
+      initial_weights,
+      task.train_clients,
+      sampler,
+      evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
+      task.validation_sample or (lambda round_num: task.central_test),
+      task.client_test,
+      _loop_config(config, output_dir, epsilon),
+      final_test=task.final_test,
+      warn=sys.stderr,
+    )
   if final.finished_before:
     print(
       f'{output_dir} had already finished {final.rounds} rounds; its last metrics: '
@@ -425,6 +472,69 @@ def _train(config, output_dir: str) -> None:
     )
   else:
     print(f'done: {_summary(final.row)}\nresults: {output_dir}/metrics.csv', flush=True)
+
+
+def _train_cells(configs, output_dirs: list[str]) -> None:
+  """--cells: the checked cells' configs trained side by side (`engines.grid_cells`), each into
+  its directory; exits 0 when every cell finished, 3 when some diverged (the others finished),
+  else as a single run does."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+
+  from tff_adaptive.engines import grid_cells
+  from tff_adaptive.loop import evaluation
+  from tff_adaptive.loop import training_loop
+  # pylint: enable=g-import-not-at-top
+
+  first = configs[0]
+  root = os.path.dirname(output_dirs[0])
+  _check_device(first)
+  with _setup_errors(root):
+    if first.dp is not None or first.compression is not None:
+      raise ValueError('--cells: --dp and --compression do not run as grid cells yet')
+    task = catalog.build_task(first.task)
+    sampler = sampling.build_client_sampler(
+      task.client_ids, first.clients_per_round, first.seed, first.client_sampler
+    )
+    algorithms = [_build_algorithm(c, task) for c in configs]
+    engine_config.check_engine(first.engine, algorithms[0])  # the model's batched form
+    grid_cells.check_cells(algorithms)
+    locks = [_prepare_dir(c, d) for c, d in zip(configs, output_dirs)]  # noqa: F841
+
+  tf.keras.utils.set_random_seed(first.seed)
+  initial_weights = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(first.seed))
+  names = [os.path.basename(d) for d in output_dirs]
+  print(
+    f'{task.description}\n{len(configs)} cells of {first.algorithm} side by side on engine '
+    f'vectorised: {", ".join(names)}\noutput: {root}',
+    flush=True,
+  )
+  with _training_errors(root):
+    engine = grid_cells.GridCellsEngine(algorithms, device=first.runtime.device)
+    results = training_loop.run_cells(
+      engine,
+      initial_weights,
+      task.train_clients,
+      sampler,
+      evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
+      task.validation_sample or (lambda round_num: task.central_test),
+      task.client_test,
+      [_loop_config(c, d, None) for c, d in zip(configs, output_dirs)],
+      final_test=task.final_test,
+      warn=sys.stderr,
+      names=names,
+    )
+  diverged = 0
+  for name, result in zip(names, results):
+    if isinstance(result, training_loop.DivergenceError):
+      diverged += 1
+      print(f'{name}: diverged: {result}', flush=True)
+    else:
+      print(f'{name}: done: {_summary(result.row)}', flush=True)
+  print(f'results: {root}/<cell>/metrics.csv', flush=True)
+  if diverged:
+    _fail(f'{diverged} of {len(names)} cells diverged (the others finished)', 3)
 
 
 def _flagfiles_from(base_dir: str, argv: list[str]) -> list[str]:
@@ -448,6 +558,7 @@ def _flagfiles_from(base_dir: str, argv: list[str]) -> list[str]:
 
 
 _HELP = ('--help', '-help', '-h', '--helpshort', '-helpshort', '-?')
+_PARSED_ARGV: list[str] = []  # what absl parsed: --cells parses it again under each cell's flags
 
 
 def _parse_flags(argv):
@@ -463,6 +574,7 @@ def _parse_flags(argv):
     sys.exit(0)
   if 'BUILD_WORKING_DIRECTORY' in os.environ:
     argv = _flagfiles_from(os.environ['BUILD_WORKING_DIRECTORY'], argv)
+  _PARSED_ARGV[:] = argv
   try:
     return FLAGS(argv)
   except flags.Error as e:

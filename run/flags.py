@@ -14,6 +14,7 @@ that needs TensorFlow, whether TF sees the --device, is the trainer's, after the
 
 import dataclasses
 import math
+import shlex
 import textwrap
 from typing import Any
 
@@ -355,6 +356,14 @@ flags.DEFINE_string(
   'the same command finds its run again, a changed setting gets its own directory).',
 )
 flags.DEFINE_string(
+  'cells',
+  None,
+  'Grid cells side by side (--engine=vectorised): a file of one cell per line, "NAME '
+  "--flag=value ...\", the cell's flags over the command's; the cells (differing only in "
+  "--client_learning_rate and the server optimizer's flags) train as one computation, each "
+  'into <root_output_dir>/NAME as if run alone.',
+)
+flags.DEFINE_string(
   'client_sampler',
   'tff',
   "Client sampling: tff (TFF's sampler, the published client order, O(population) per round), "
@@ -485,6 +494,7 @@ SECTIONS = (
     'Engine and workers',
     (
       'engine',
+      'cells',
       'device',
       'xla',
       'clients_per_chunk',
@@ -1286,3 +1296,79 @@ def experiment_name(config: ExperimentConfig) -> str:
     f'{config.client.optimizer.name}_seed{config.seed}_'
     f'{outputs.fingerprint(hparams_record(config))}{engine}'
   )
+
+
+# What grid cells (--cells) may set differently from one another: the client learning rate
+# and the server optimizer (`engines.grid_cells`).
+CELL_FLAGS = (
+  'client_learning_rate',
+  'server_optimizer',
+  'server_learning_rate',
+  'server_momentum',
+  'tau',
+  'server_beta_1',
+  'server_beta_2',
+  'adaptive_variant',
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """One line of a --cells file: its experiment name and flags."""
+
+  name: str
+  args: tuple[str, ...]
+
+
+def read_cells(path: str) -> list[Cell]:
+  """The cells of a --cells file: "NAME --flag=value ..." per line; blank and # lines skipped.
+
+  Raises:
+    ValueError: one line naming the file, the line and what is wrong (a missing file, a
+      repeated name, a flag other than `CELL_FLAGS`).
+  """
+  try:
+    with open(path) as f:
+      lines = f.read().splitlines()
+  except OSError as e:
+    raise ValueError(f'--cells: cannot read {path} ({e.strerror})') from None
+  cells = []
+  for number, line in enumerate(lines, 1):
+    words = shlex.split(line, comments=True)
+    if not words:
+      continue
+    name, args = words[0], tuple(words[1:])
+    if name.startswith('-'):
+      raise ValueError(f'--cells: {path} line {number}: starts with a flag, not a cell name')
+    for arg in args:
+      flag = arg.split('=', 1)[0].lstrip('-')
+      if not arg.startswith('--') or '=' not in arg or flag not in CELL_FLAGS:
+        raise ValueError(
+          f'--cells: {path} line {number}: {arg!r}; a cell sets only --name=value of '
+          f'{", ".join(CELL_FLAGS)}'
+        )
+    if name in {c.name for c in cells}:
+      raise ValueError(f'--cells: {path} line {number}: cell {name!r} named twice')
+    cells.append(Cell(name, args))
+  if not cells:
+    raise ValueError(f'--cells: {path} has no cells')
+  return cells
+
+
+def cell_configs(argv: list[str], cells: list[Cell]) -> list[ExperimentConfig]:
+  """Each cell's `ExperimentConfig`: `argv` (the command's flags) with the cell's over them,
+  checked as the trainer checks one run's (`experiment_config_from_flags`); FLAGS are left as
+  the last cell's.
+
+  Raises:
+    ValueError: one line naming the cell and its bad flag.
+  """
+  configs = []
+  for cell in cells:
+    FLAGS.unparse_flags()
+    try:
+      FLAGS([*argv, *cell.args, f'--experiment_name={cell.name}'])
+      configs.append(experiment_config_from_flags())
+    except (flags.Error, ValueError) as e:
+      raise ValueError(f'--cells: cell {cell.name!r}: {e}') from None
+  return configs

@@ -20,6 +20,7 @@ import pytest
 import tensorflow_federated as tff
 
 from tests import test_vectorised as tv
+from tests import trainer_processes
 from tests.metrics_close import assert_rows_close
 from tests.metrics_close import central_test
 from tff_adaptive import algorithms
@@ -191,3 +192,65 @@ def test_what_cannot_be_a_cell_is_refused_in_one_line():
   with pytest.raises(ValueError, match='no cells given'):
     grid_cells.check_cells([])
   grid_cells.check_cells([_cell(task, 'sgd', 1.0, 0.01), _cell(task, 'adam', 0.1, 1.0, 1e-3)])
+
+
+def _trainer(tmp_path, *args):
+  return trainer_processes.run(
+    [
+      '--task=synthetic',
+      '--engine=vectorised',
+      '--clients_per_round=10',
+      '--client_batch_size=10',
+      '--rounds_per_eval=2',
+      f'--root_output_dir={tmp_path}',
+      *args,
+    ],
+    timeout=300,
+  )
+
+
+def test_the_trainer_runs_cells_each_as_the_trainer_runs_it_alone(tmp_path):
+  """--cells: two cells and one that diverges, 3 rounds; each cell's directory is the one the
+  trainer makes for the same flags alone (the same hparams.json: the lone command finds it
+  finished), exit 3 naming the diverged cell; bad cell files are one line, exit 2."""
+  cells = tmp_path / 'cells.txt'
+  cells.write_text(
+    '# a grid\n'
+    'adam --server_optimizer=adam --server_learning_rate=0.01 --tau=0.001\n'
+    'sgd --server_optimizer=sgd --server_learning_rate=1.0 --client_learning_rate=0.03\n'
+    'wild --server_optimizer=sgd --server_learning_rate=1e36 --client_learning_rate=0.1\n'
+  )
+  grid = _trainer(tmp_path / 'grid', f'--cells={cells}', '--total_rounds=3')
+  lines = trainer_processes.stderr_lines(grid.stderr)
+  assert grid.returncode == 3, grid.stderr
+  assert lines[-1] == 'federated_trainer: error: 1 of 3 cells diverged (the others finished)'
+  assert 'wild: diverged: training diverged in round' in grid.stdout
+  alone = _trainer(
+    tmp_path / 'alone',
+    '--server_optimizer=sgd',
+    '--server_learning_rate=1.0',
+    '--client_learning_rate=0.03',
+    '--experiment_name=sgd',
+    '--total_rounds=3',
+  )
+  assert alone.returncode == 0, alone.stderr
+  assert tv._metrics(tmp_path / 'grid' / 'sgd') == tv._metrics(tmp_path / 'alone' / 'sgd')
+  again = _trainer(
+    tmp_path / 'grid',
+    '--server_optimizer=adam',
+    '--server_learning_rate=0.01',
+    '--tau=0.001',
+    '--experiment_name=adam',
+    '--total_rounds=3',
+  )
+  assert again.returncode == 0 and 'had already finished 3 rounds' in again.stdout, again.stderr
+  for text, message in [
+    ('x --client_optimizer=adam\n', "'--client_optimizer=adam'; a cell sets only --name=value"),
+    ('x --tau=0.01\nx --tau=0.1\n', "line 2: cell 'x' named twice"),
+    ('x --client_learning_rate=-1\n', "cell 'x': --client_learning_rate must be > 0, got -1.0"),
+  ]:
+    cells.write_text(text)
+    bad = _trainer(tmp_path / 'bad', f'--cells={cells}', '--total_rounds=1')
+    lines = trainer_processes.stderr_lines(bad.stderr)
+    assert bad.returncode == 2 and len(lines) == 1 and message in lines[0], bad.stderr
+  assert not (tmp_path / 'bad').exists()
