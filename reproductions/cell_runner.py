@@ -120,6 +120,18 @@ def _attempt_summary(log_path: str, offset: int) -> tuple[str | None, int | None
   return (errors[-1] if errors else None), (int(diverged[-1]) if diverged else None)
 
 
+def _diverged_cells(log_path: str, offset: int) -> dict[str, int]:
+  """A `--cells` trainer's diverged cells in its log from `offset`: name -> round."""
+  try:
+    with open(log_path, errors='replace') as f:
+      f.seek(offset)
+      text = f.read()
+  except OSError:
+    return {}
+  found = re.findall(r'^(\S+): diverged: training diverged in round (\d+)', text, re.MULTILINE)
+  return {name: int(round_num) for name, round_num in found}
+
+
 def exit_text(code: int) -> str:
   if code < 0:
     try:
@@ -134,6 +146,68 @@ def duration(seconds: float) -> str:
   if seconds >= 3600:
     return f'{seconds // 3600}h{seconds % 3600 // 60:02d}m'
   return f'{seconds // 60}m{seconds % 60:02d}s' if seconds >= 60 else f'{seconds}s'
+
+
+# The trainer flags grid cells may set apart (`run.flags.CELL_FLAGS`, without importing it).
+CELL_FLAGS = (
+  '--client_learning_rate',
+  '--server_optimizer',
+  '--server_learning_rate',
+  '--server_momentum',
+  '--tau',
+  '--server_beta_1',
+  '--server_beta_2',
+  '--adaptive_variant',
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class CellGroup:
+  """Cells trained side by side by one trainer process (`--cells`, `engines.grid_cells`).
+
+  Its members' commands differ only in `CELL_FLAGS` and --experiment_name; each member keeps
+  its own experiment directory and status file (whose command is the member's own, which
+  resumes or finds it finished alone), and the group's output goes to `<group>.log`.
+  """
+
+  members: tuple
+
+  @property
+  def name(self) -> str:
+    return f'cells_{self.members[0].name}+{len(self.members) - 1}'
+
+
+def _split_cell_flags(command: list[str]) -> tuple[list[str], list[str], str]:
+  """(the command without the cell's own flags, the cell's flags, its experiment name)."""
+  shared, own, name = [], [], None
+  for arg in command:
+    flag = arg.split('=', 1)[0]
+    if flag == '--experiment_name':
+      name = arg.split('=', 1)[1]
+    elif flag in CELL_FLAGS:
+      own.append(arg)
+    else:
+      shared.append(arg)
+  return shared, own, name
+
+
+def group_cells(cells: list, command: Callable[[Any, str], list[str]], runs_dir: str, size: int):
+  """`cells` as `CellGroup`s of up to `size` cells whose commands differ only in their own
+  flags (in their order); a group of one is the cell itself."""
+  by_shared: dict[tuple, list] = {}
+  for cell in cells:
+    shared = tuple(_split_cell_flags(command(cell, runs_dir))[0])
+    by_shared.setdefault(shared, []).append(cell)
+  out = []
+  for members in by_shared.values():
+    for i in range(0, len(members), size):
+      chunk = tuple(members[i : i + size])
+      out.append(chunk[0] if len(chunk) == 1 else CellGroup(chunk))
+  return out
+
+
+def _members(item) -> tuple:
+  return item.members if isinstance(item, CellGroup) else (item,)
 
 
 @dataclasses.dataclass
@@ -159,8 +233,13 @@ class Runner:
     command: Callable[[Any, str], list[str]],
     total_rounds: int,
     preload: bool = True,
+    cells_per_process: int = 1,
   ):
     self.cells = cells
+    # What runs: the cells, or `CellGroup`s of them trained side by side by one trainer each.
+    self.items = (
+      cells if cells_per_process == 1 else group_cells(cells, command, runs_dir, cells_per_process)
+    )
     self.preload = preload
     self._server = None
     self.runs_dir = runs_dir
@@ -192,10 +271,22 @@ class Runner:
         self._without_server(e)
     return self._server
 
-  def finished_earlier(self, cell) -> bool:
-    """Whether `cell` already ran to the end with the command it would run now: its status
-    says exit 0 for that very command line, and its metrics.csv has all `total_rounds`. (A
-    changed command, e.g. more rounds, starts the trainer, which resumes or extends the run.)"""
+  def _command(self, item) -> list[str]:
+    """The trainer command of a cell, or of a `CellGroup`: the members' shared flags and
+    --cells=<runs_dir>/<group>.cells (written by `_start`)."""
+    if not isinstance(item, CellGroup):
+      return self.command(item, self.runs_dir)
+    shared = _split_cell_flags(self.command(item.members[0], self.runs_dir))[0]
+    return [*shared, f'--cells={os.path.join(self.runs_dir, item.name + ".cells")}']
+
+  def finished_earlier(self, item) -> bool:
+    """Whether a cell (every member of a group) already ran to the end with the command it
+    would run now: its status says exit 0 for that very command line, and its metrics.csv has
+    all `total_rounds`. (A changed command, e.g. more rounds, starts the trainer, which resumes
+    or extends the run.)"""
+    return all(self._finished_earlier(cell) for cell in _members(item))
+
+  def _finished_earlier(self, cell) -> bool:
     status = read_status(self.runs_dir, cell) or {}
     if status.get('exit_code') != 0:
       return False
@@ -205,7 +296,14 @@ class Runner:
     return last_round(rows) == self.total_rounds
 
   def _start(self, cell) -> _Running:
-    command = self.command(cell, self.runs_dir)
+    command = self._command(cell)
+    if isinstance(cell, CellGroup):
+      lines = []
+      for member in cell.members:
+        _, own, name = _split_cell_flags(self.command(member, self.runs_dir))
+        lines.append(shlex.join([name, *own]))
+      with publish.atomic_output(command[-1].split('=', 1)[1]) as f:
+        f.write('\n'.join(lines) + '\n')
     log = open(log_path(self.runs_dir, cell), 'a')  # closed in _finish
     started = datetime.datetime.now().isoformat(timespec='seconds')
     log.write(f'# {started} {shlex.join(command)}\n')
@@ -250,39 +348,57 @@ class Runner:
       return None if os.path.exists(f'/proc/{run.process.pid}') else -signal.SIGTERM
 
   def _finish(self, run: _Running, code: int) -> None:
+    """Each cell's status file: a group's members each get their own exit (0 if its
+    metrics.csv is complete, 3 if the trainer named it diverged, else the group's), with the
+    command that runs the member alone."""
     run.log.close()
-    cell = run.cell
-    self.exit_codes[cell.name] = code
-    log = log_path(self.runs_dir, cell)
+    log = log_path(self.runs_dir, run.cell)
     error, diverged = _attempt_summary(log, run.offset)
-    record = {
-      'exit_code': code,
-      'ended': datetime.datetime.now().isoformat(timespec='seconds'),
-      'command': shlex.join(self.command(cell, self.runs_dir)),
-      'log': log,
-      'error': error,
-      **{name: self.env[name] for name in THREAD_VARIABLES},
-    }
-    if code == EXIT_DIVERGED:
-      record['diverged_round'] = diverged
-    if error:
-      self.errors[cell.name] = error
-    path = status_path(self.runs_dir, cell)
-    with publish.atomic_output(path) as f:
-      json.dump(record, f, indent=1)
-    print(f'ended {cell.name}: {self.describe(code)}', flush=True)
+    group = isinstance(run.cell, CellGroup)
+    diverged_cells = _diverged_cells(log, run.offset) if group else {}
+    for cell in _members(run.cell):
+      cell_code = code
+      if group:
+        rows = read_metrics(os.path.join(self.runs_dir, cell.name, 'metrics.csv'))
+        if last_round(rows) == self.total_rounds:
+          cell_code = 0
+        elif cell.name in diverged_cells:
+          cell_code = EXIT_DIVERGED
+        elif code in (0, EXIT_DIVERGED):  # the trainer ended without finishing it: a failure
+          cell_code = 1
+      self.exit_codes[cell.name] = cell_code
+      record = {
+        'exit_code': cell_code,
+        'ended': datetime.datetime.now().isoformat(timespec='seconds'),
+        'command': shlex.join(self.command(cell, self.runs_dir)),
+        'log': log,
+        'error': error if cell_code not in (0, EXIT_DIVERGED) or not group else None,
+        **{name: self.env[name] for name in THREAD_VARIABLES},
+      }
+      if group:
+        record['trained_in'] = shlex.join(self._command(run.cell))
+      if cell_code == EXIT_DIVERGED:
+        record['diverged_round'] = diverged_cells.get(cell.name, diverged)
+      if record['error']:
+        self.errors[cell.name] = record['error']
+      with publish.atomic_output(status_path(self.runs_dir, cell)) as f:
+        json.dump(record, f, indent=1)
+      print(f'ended {cell.name}: {self.describe(cell_code)}', flush=True)
 
   def _progress(self, running: dict[str, _Running], pending: list) -> str:
     total = self.total_rounds
     parts, remaining, times = [], 0, []
-    for cell in self.cells:
-      rows = read_metrics(os.path.join(self.runs_dir, cell.name, 'metrics.csv'))
-      if cell.name in running:
-        parts.append(f'{cell.name} {last_round(rows)}/{total}')
-      if cell.name not in self.exit_codes:
-        remaining += max(0, total - last_round(rows))
-      if cell.name in running or cell.name in self.exit_codes:
-        times += [t for r in rows[-50:] if (t := to_float(r.get('seconds_per_round'))) is not None]
+    for item in self.items:
+      for cell in _members(item):
+        rows = read_metrics(os.path.join(self.runs_dir, cell.name, 'metrics.csv'))
+        if item.name in running:
+          parts.append(f'{cell.name} {last_round(rows)}/{total}')
+        if cell.name not in self.exit_codes:
+          remaining += max(0, total - last_round(rows))
+        if item.name in running or cell.name in self.exit_codes:
+          times += [
+            t for r in rows[-50:] if (t := to_float(r.get('seconds_per_round'))) is not None
+          ]
     if times and remaining:
       at_once = max(1, min(self.parallel, len(running) + len(pending)))
       eta = duration(remaining * sum(times) / len(times) / at_once)
@@ -297,7 +413,7 @@ class Runner:
   def run(self) -> int | None:
     """Runs every cell; returns the signal that stopped it, None when all ended."""
     os.makedirs(self.runs_dir, exist_ok=True)
-    pending = list(self.cells)
+    pending = list(self.items)
     running: dict[str, _Running] = {}
     previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     last_progress = 0.0
@@ -306,8 +422,12 @@ class Runner:
         while pending and len(running) < self.parallel:
           cell = pending.pop(0)
           if self.finished_earlier(cell):
-            self.exit_codes[cell.name] = 0
-            print(f'finished earlier: {cell.name} ({status_path(self.runs_dir, cell)})', flush=True)
+            for member in _members(cell):
+              self.exit_codes[member.name] = 0
+              print(
+                f'finished earlier: {member.name} ({status_path(self.runs_dir, member)})',
+                flush=True,
+              )
             continue
           running[cell.name] = self._start(cell)
           print(f'started {cell.name} (log: {log_path(self.runs_dir, cell)})', flush=True)
@@ -365,13 +485,20 @@ def run_cells(
   command: Callable[[Any, str], list[str]],
   rounds: int,
   preload: bool = True,
+  cells_per_process: int = 1,
 ) -> tuple[int | None, list, Runner]:
-  """Runs every cell (forked from a preloading server, or as new processes with preload=False);
+  """Runs every cell (forked from a preloading server, or as new processes with preload=False;
+  `cells_per_process` > 1: up to that many cells side by side per trainer, `CellGroup`);
   returns (the exit code 130 / 143 if stopped by SIGINT / SIGTERM, else None; the cells that
   failed, a diverged one (trainer exit 3) being a result, not a failure; the runner, whose
   `exit_codes` and `errors` say more)."""
-  print(f'{len(cells)} cells, {rounds} rounds each, {parallel} at once; runs in {runs_dir}')
-  runner = Runner(cells, runs_dir, parallel, command, rounds, preload=preload)
+  runner = Runner(
+    cells, runs_dir, parallel, command, rounds, preload=preload, cells_per_process=cells_per_process
+  )
+  grouped = '' if cells_per_process == 1 else f' in {len(runner.items)} trainers side by side'
+  print(
+    f'{len(cells)} cells{grouped}, {rounds} rounds each, {parallel} at once; runs in {runs_dir}'
+  )
   stopped = runner.run()
   if stopped is not None:
     print('stopped; rerun the same command to resume', file=sys.stderr, flush=True)

@@ -101,6 +101,12 @@ flags.DEFINE_float(
   'Claim 2: a cell is good when its metric is within this fraction of the best cell of its map.',
 )
 flags.DEFINE_integer('parallel', 1, 'Trainer processes at once.')
+flags.DEFINE_integer(
+  'cells_per_process',
+  1,
+  "Cells trained side by side by one trainer process (--engine=vectorised; the trainer's "
+  '--cells): cells of one seed, up to this many at a time, as one computation.',
+)
 flags.DEFINE_bool(
   'preload',
   True,
@@ -181,9 +187,21 @@ def check_flags(argv: list[str]) -> str:
       f'--optimizers: unknown {", ".join(unknown) or "(none given)"}; valid: '
       f'{", ".join(search.OPTIMIZERS)}'
     )
-  for name in ('parallel', 'rounds_per_eval', 'rounds_per_checkpoint', 'window', 'seeds'):
+  for name in (
+    'parallel',
+    'cells_per_process',
+    'rounds_per_eval',
+    'rounds_per_checkpoint',
+    'window',
+    'seeds',
+  ):
     if FLAGS[name].value < 1:
       raise UsageError(f'--{name} must be >= 1, got {FLAGS[name].value}')
+  if FLAGS.cells_per_process > 1 and FLAGS.engine != 'vectorised':
+    raise UsageError(
+      f'--cells_per_process={FLAGS.cells_per_process} trains cells side by side on '
+      f'--engine=vectorised; got --engine={FLAGS.engine}'
+    )
   if FLAGS.rounds is not None and FLAGS.rounds < 1:
     raise UsageError(f'--rounds must be >= 1, got {FLAGS.rounds}')
   if len(set(FLAGS.optimizers)) != len(FLAGS.optimizers):
@@ -296,7 +314,13 @@ class Search:
       if todo:
         start = time.monotonic()
         stopped, failed, runner = cell_runner.run_cells(
-          todo, self.runs_dir, FLAGS.parallel, trainer_command, self.rounds, FLAGS.preload
+          todo,
+          self.runs_dir,
+          FLAGS.parallel,
+          trainer_command,
+          self.rounds,
+          FLAGS.preload,
+          cells_per_process=FLAGS.cells_per_process,
         )
         if stopped is not None:
           return stopped
