@@ -4,6 +4,9 @@
   TFF's runtime (the default; usable in any TFF pipeline);
 * `inprocess` (`InProcessEngine`): one compiled TF function per round in this process, CPU or
   GPU, optionally with XLA-compiled local steps;
+* `vectorised` (`vectorised.VectorisedEngine`): a round's clients side by side, one batched
+  computation; `GridCellsEngine` (`grid_cells`): K runs that differ only in their learning
+  rates and server optimizer side by side (`loop.training_loop.run_cells` keeps their runs);
 * `config` (no TensorFlow): the registry `ENGINES`, `EngineOptions`, `build_engine`.
 
 The names below are loaded on first use (`registry.lazy_exports`): importing this package, or its
@@ -16,6 +19,7 @@ __all__ = [
   'ENGINES',
   'Engine',
   'EngineOptions',
+  'GridCellsEngine',
   'InProcessEngine',
   'RoundClient',
   'RoundResult',
@@ -34,6 +38,7 @@ __getattr__, __dir__ = registry.lazy_exports(
     **dict.fromkeys(('ENGINES', 'EngineOptions', 'build_engine'), 'config'),
     **dict.fromkeys(('Engine', 'RoundClient', 'RoundResult'), 'base'),
     'InProcessEngine': 'inprocess',
+    'GridCellsEngine': 'grid_cells',
     **dict.fromkeys(
       (
         'BATCHED',
