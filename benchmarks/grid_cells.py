@@ -83,9 +83,7 @@ def main(argv):
   grid, make = _cells(task)
   rounds = [
     [
-      engines.RoundClient(
-        c, task.train_clients[c], seeds.client_seed(1, r, ids.index(c), len(ids))
-      )
+      engines.RoundClient(c, task.train_clients[c], seeds.client_seed(1, r, ids.index(c), len(ids)))
       for c in sampler(r)
     ]
     for r in range(1, _ROUNDS.value + 2)

@@ -398,6 +398,21 @@ def _loop_config(config, output_dir: str, epsilon):
   )
 
 
+def _loop_data(task, initial_weights, sampler) -> tuple:
+  """The loop's arguments after the engine: x_0, the clients, the sampler, the evaluator and
+  what it evaluates (Reddi et al.'s validation sample where the task has one)."""
+  from tff_adaptive.loop import evaluation  # pylint: disable=g-import-not-at-top
+
+  return (
+    initial_weights,
+    task.train_clients,
+    sampler,
+    evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
+    task.validation_sample or (lambda round_num: task.central_test),
+    task.client_test,
+  )
+
+
 def _check_device(config) -> None:
   from tff_adaptive.engines import inprocess  # pylint: disable=g-import-not-at-top
 
@@ -416,7 +431,6 @@ def _train(config, output_dir: str) -> None:
   import tensorflow as tf
   import tensorflow_federated as tff
 
-  from tff_adaptive.loop import evaluation
   from tff_adaptive.loop import training_loop
   # pylint: enable=g-import-not-at-top
 
@@ -454,12 +468,7 @@ def _train(config, output_dir: str) -> None:
     )
     final = training_loop.run_training(
       engine,
-      initial_weights,
-      task.train_clients,
-      sampler,
-      evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
-      task.validation_sample or (lambda round_num: task.central_test),
-      task.client_test,
+      *_loop_data(task, initial_weights, sampler),
       _loop_config(config, output_dir, epsilon),
       final_test=task.final_test,
       warn=sys.stderr,
@@ -483,7 +492,6 @@ def _train_cells(configs, output_dirs: list[str]) -> None:
   import tensorflow_federated as tff
 
   from tff_adaptive.engines import grid_cells
-  from tff_adaptive.loop import evaluation
   from tff_adaptive.loop import training_loop
   # pylint: enable=g-import-not-at-top
 
@@ -514,12 +522,7 @@ def _train_cells(configs, output_dirs: list[str]) -> None:
     engine = grid_cells.GridCellsEngine(algorithms, device=first.runtime.device)
     results = training_loop.run_cells(
       engine,
-      initial_weights,
-      task.train_clients,
-      sampler,
-      evaluation.Evaluator(task.keras_model_fn, task.loss_fn, task.metrics_fn),
-      task.validation_sample or (lambda round_num: task.central_test),
-      task.client_test,
+      *_loop_data(task, initial_weights, sampler),
       [_loop_config(c, d, None) for c, d in zip(configs, output_dirs)],
       final_test=task.final_test,
       warn=sys.stderr,

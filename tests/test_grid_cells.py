@@ -10,9 +10,7 @@ their hyperparameters as one computation, each cell the run it would be alone.
 * what cannot be a cell is refused in one line naming why.
 """
 
-import csv
 import os
-import pathlib
 import shutil
 
 import numpy as np
@@ -73,17 +71,6 @@ def _loop_args(task, clients_per_round):
   )
 
 
-def _read(output_dir, rounds):
-  output_dir = pathlib.Path(output_dir)
-  with open(output_dir / 'metrics.csv') as f:
-    rows = [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in csv.DictReader(f)]
-  client_eval = []
-  for r in range(1, rounds + 1):
-    with open(output_dir / 'client_eval' / f'round_{r:05d}.csv') as f:
-      client_eval += list(csv.DictReader(f))
-  return rows, client_eval
-
-
 def _run_cells(task, cells, dirs, rounds, clients_per_round, checkpoint_every=None):
   return training_loop.run_cells(
     grid_cells.GridCellsEngine(cells),
@@ -135,7 +122,7 @@ def test_each_cell_is_the_run_it_would_be_alone(case, tmp_path):
     want_rows, want_clients = tv._train(
       task, engines.InProcessEngine(make(spec)), tmp_path / f'alone{i}', rounds, k
     )
-    got_rows, got_clients = _read(dirs[i], rounds)
+    got_rows, got_clients = tv.read_run(dirs[i], rounds)
     assert_rows_close(want_rows, got_rows, n_examples=smallest)
     assert_rows_close(want_clients, got_clients, n_examples=smallest)
     finals.append(float(got_rows[-1]['train_loss']))
@@ -165,14 +152,14 @@ def test_cells_at_different_rounds_catch_up_and_a_diverging_cell_stops_alone(tmp
   got = _run_cells(task, cells(), resumed, 5, 10, checkpoint_every=2)
   for i in range(3):
     assert isinstance(got[i], training_loop.TrainingResult)
-    want_rows, want_clients = _read(straight[i], 5)
-    got_rows, got_clients = _read(resumed[i], 5)
+    want_rows, want_clients = tv.read_run(straight[i], 5)
+    got_rows, got_clients = tv.read_run(resumed[i], 5)
     assert got_rows == want_rows and got_clients == want_clients
   assert isinstance(want[3], training_loop.DivergenceError)
   assert isinstance(got[3], training_loop.DivergenceError)
   diverged = int(str(want[3]).split('round ')[1].split(' ')[0])
   assert diverged >= 2, want[3]  # some rounds kept before
-  rows, _ = _read(straight[3], diverged - 1)
+  rows, _ = tv.read_run(straight[3], diverged - 1)
   assert [int(r['round_num']) for r in rows] == list(range(1, diverged))
   assert np.isfinite(float(rows[-1]['train_loss']))
 

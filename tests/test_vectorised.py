@@ -163,6 +163,12 @@ def _train(task, engine, output_dir, rounds, clients_per_round):
     ),
     log=open(os.devnull, 'w'),  # noqa: SIM115
   )
+  return read_run(output_dir, rounds)
+
+
+def read_run(output_dir, rounds):
+  """(metrics.csv rows without seconds_per_round, client_eval rows of rounds 1..rounds)."""
+  output_dir = pathlib.Path(output_dir)
   with open(output_dir / 'metrics.csv') as f:
     rows = [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in csv.DictReader(f)]
   client_eval = []

@@ -530,18 +530,8 @@ def run_training(
     outputs.DiskFullError: a file of the run could not be written for want of space, named;
       its temporaries are removed and the previous checkpoint is the latest.
   """
-  run = _Run(
-    engine,
-    initial_weights,
-    train_clients,
-    evaluator,
-    validation_data,
-    client_test,
-    config,
-    final_test,
-    log,
-    warn,
-  )
+  data = (initial_weights, train_clients, evaluator, validation_data, client_test)
+  run = _Run(engine, *data, config, final_test, log, warn)
   if run.finished is not None:
     return run.finished
   with stopping.StopAtRoundEnd(log) as stop:
@@ -594,20 +584,9 @@ def run_cells(
   if len(shared) != 1:
     raise ValueError(f'grid cells must share total_rounds and seed, got {sorted(shared)}')
   names = names or [os.path.basename(os.path.normpath(c.output_dir)) for c in configs]
+  data = (initial_weights, train_clients, evaluator, validation_data, client_test)
   runs = [
-    _Run(
-      cell,
-      initial_weights,
-      train_clients,
-      evaluator,
-      validation_data,
-      client_test,
-      config,
-      final_test,
-      log,
-      warn,
-      prefix=f'[{name}] ',
-    )
+    _Run(cell, *data, config, final_test, log, warn, prefix=f'[{name}] ')
     for cell, config, name in zip(engine.cells, configs, names)
   ]
   results: list[TrainingResult | DivergenceError | None] = [r.finished for r in runs]
