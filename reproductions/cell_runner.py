@@ -128,7 +128,7 @@ def _diverged_cells(log_path: str, offset: int) -> dict[str, int]:
       text = f.read()
   except OSError:
     return {}
-  found = re.findall(r'^(\S+): diverged: training diverged in round (\d+)', text, re.MULTILINE)
+  found = re.findall(r'^(\S+): diverged in round (\d+): ', text, re.MULTILINE)
   return {name: int(round_num) for name, round_num in found}
 
 
@@ -157,6 +157,7 @@ CELL_FLAGS = (
   '--tau',
   '--server_beta_1',
   '--server_beta_2',
+  '--initial_accumulator_value',
   '--adaptive_variant',
 )
 
@@ -360,7 +361,7 @@ class Runner:
       cell_code = code
       if group:
         rows = read_metrics(os.path.join(self.runs_dir, cell.name, 'metrics.csv'))
-        if last_round(rows) == self.total_rounds:
+        if last_round(rows) >= self.total_rounds:
           cell_code = 0
         elif cell.name in diverged_cells:
           cell_code = EXIT_DIVERGED
@@ -405,9 +406,10 @@ class Runner:
     else:
       eta = '0s' if not remaining else '?'
     clock = datetime.datetime.now().strftime('%H:%M:%S')
+    cells = lambda items: sum(len(_members(i)) for i in items)
     return (
-      f'[{clock}] cells: {len(self.exit_codes)} done, {len(running)} running, {len(pending)} '
-      f'pending | {", ".join(parts) or "-"} | ETA {eta}'
+      f'[{clock}] cells: {len(self.exit_codes)} done, {cells(r.cell for r in running.values())} '
+      f'running, {cells(pending)} pending | {", ".join(parts) or "-"} | ETA {eta}'
     )
 
   def run(self) -> int | None:

@@ -256,26 +256,30 @@ def main(argv):
   signal.signal(signal.SIGTERM, _on_sigterm)
   if len(argv) > 1:
     _fail(f'unexpected arguments {argv[1:]}; flags look like --name=value', 2)
+  # Under `bazel run` the working directory is the runfiles tree: resolve relative paths
+  # against the directory the command was typed in.
+  base_dir = os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
   try:
     config = trainer_flags.experiment_config_from_flags()
     cells = None
-    if FLAGS.cells is not None:
-      cells = trainer_flags.read_cells(FLAGS.cells)
+    if FLAGS.cells is None:
+      ignored = trainer_flags.ignored_flags(config)
+    else:
+      cells = trainer_flags.read_cells(os.path.join(base_dir, FLAGS.cells))
       if FLAGS.experiment_name is not None:
         raise ValueError('--experiment_name: with --cells each cell is named by its line')
       if config.engine != 'vectorised':
         raise ValueError(
           f'--cells trains the cells side by side on engine vectorised; got --engine={config.engine}'
         )
-      configs = trainer_flags.cell_configs(_PARSED_ARGV, cells)
+      if FLAGS.clients_per_chunk is not None:
+        raise ValueError('--clients_per_chunk: grid cells (--cells) train all clients at once')
+      configs, ignored = trainer_flags.cell_configs(_PARSED_ARGV, cells)
   except ValueError as e:
     _fail(str(e), 2)
-  for line in trainer_flags.ignored_flags(config):
+  for line in ignored:
     print(f'federated_trainer: warning: {line} (not recorded)', file=sys.stderr, flush=True)
 
-  # Under `bazel run` the working directory is the runfiles tree: resolve relative paths
-  # against the directory the command was typed in.
-  base_dir = os.environ.get('BUILD_WORKING_DIRECTORY', os.getcwd())
   root = os.path.join(base_dir, FLAGS.root_output_dir)
   try:
     if cells is None:
@@ -532,7 +536,7 @@ def _train_cells(configs, output_dirs: list[str]) -> None:
   for name, result in zip(names, results):
     if isinstance(result, training_loop.DivergenceError):
       diverged += 1
-      print(f'{name}: diverged: {result}', flush=True)
+      print(f'{name}: diverged in round {result.round_num}: {result}', flush=True)
     else:
       print(f'{name}: done: {_summary(result.row)}', flush=True)
   print(f'results: {root}/<cell>/metrics.csv', flush=True)

@@ -1308,6 +1308,7 @@ CELL_FLAGS = (
   'tau',
   'server_beta_1',
   'server_beta_2',
+  'initial_accumulator_value',
   'adaptive_variant',
 )
 
@@ -1355,20 +1356,25 @@ def read_cells(path: str) -> list[Cell]:
   return cells
 
 
-def cell_configs(argv: list[str], cells: list[Cell]) -> list[ExperimentConfig]:
+def cell_configs(argv: list[str], cells: list[Cell]) -> tuple[list[ExperimentConfig], list[str]]:
   """Each cell's `ExperimentConfig`: `argv` (the command's flags) with the cell's over them,
-  checked as the trainer checks one run's (`experiment_config_from_flags`); FLAGS are left as
-  the last cell's.
+  checked as the trainer checks one run's (`experiment_config_from_flags`), and the
+  `ignored_flags` lines of every cell (prefixed with its name); FLAGS are left as the last
+  cell's.
 
   Raises:
     ValueError: one line naming the cell and its bad flag.
   """
-  configs = []
+  command = argv[: argv.index('--')] if '--' in argv else list(argv)
+  configs, ignored = [], []
   for cell in cells:
     FLAGS.unparse_flags()
     try:
-      FLAGS([*argv, *cell.args, f'--experiment_name={cell.name}'])
+      rest = FLAGS([*command, *cell.args, f'--experiment_name={cell.name}'])
+      if len(rest) > 1:
+        raise ValueError(f'unexpected arguments {rest[1:]}')
       configs.append(experiment_config_from_flags())
     except (flags.Error, ValueError) as e:
       raise ValueError(f'--cells: cell {cell.name!r}: {e}') from None
-  return configs
+    ignored += [f'cell {cell.name}: {line}' for line in ignored_flags(configs[-1])]
+  return configs, ignored

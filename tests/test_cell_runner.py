@@ -163,3 +163,50 @@ def test_without_the_server_each_cell_is_a_new_process_and_a_finished_cell_is_no
   assert longer.run() is None and longer.exit_codes == {'a': 0}
   assert (runs / 'a' / 'metrics.csv').read_text().count('\n') == 4
   assert (runs / 'a.log').read_text().count('\n# ') == 1  # two attempts: the first line + one
+
+
+def test_cells_are_grouped_by_their_shared_flags_and_a_group_log_names_its_diverged_cells(
+  tmp_path,
+):
+  """`group_cells`: cells whose commands differ only in their rates and server optimizer (and
+  their names) share a trainer, up to the group size, in order; another seed is another group.
+  `_diverged_cells` reads the `--cells` trainer's 'NAME: diverged in round N: ...' lines of
+  this attempt only."""
+  from reproductions import cell_runner  # pylint: disable=g-import-not-at-top
+
+  @dataclasses.dataclass(frozen=True)
+  class Cell:
+    name: str
+    lr: float
+    seed: int
+
+  def command(cell, runs_dir):
+    return [
+      'python',
+      '-m',
+      'run.federated_trainer',
+      f'--client_learning_rate={cell.lr}',
+      '--server_optimizer=adam',
+      f'--seed={cell.seed}',
+      f'--root_output_dir={runs_dir}',
+      f'--experiment_name={cell.name}',
+    ]
+
+  cells = [Cell(f'c{i}', 0.1 * (i + 1), 1 + (i == 3)) for i in range(5)]
+  groups = cell_runner.group_cells(cells, command, 'runs', 2)
+  assert [[c.name for c in cell_runner._members(g)] for g in groups] == [
+    ['c0', 'c1'],
+    ['c2', 'c4'],
+    ['c3'],
+  ]
+  assert groups[2] is cells[3]  # a group of one is the cell itself
+  log = tmp_path / 'group.log'
+  log.write_text('c0: diverged in round 7: training diverged in round 7 ...\n')
+  offset = log.stat().st_size
+  with open(log, 'a') as f:
+    f.write(
+      '[c1] round 3/5 ...\nc1: diverged in round 4: round 4: client 7 has a non-finite loss\n'
+    )
+    f.write('c2: done: train_loss=0.1\n')
+  assert cell_runner._diverged_cells(str(log), offset) == {'c1': 4}
+  assert cell_runner._diverged_cells(str(log), 0) == {'c0': 7, 'c1': 4}

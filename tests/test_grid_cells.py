@@ -21,6 +21,7 @@ from tests import test_vectorised as tv
 from tests import trainer_processes
 from tests.metrics_close import assert_rows_close
 from tests.metrics_close import central_test
+from tff_adaptive import aggregators
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive.engines import grid_cells
@@ -176,6 +177,14 @@ def test_what_cannot_be_a_cell_is_refused_in_one_line():
     grid_cells.check_cells([prox])
   with pytest.raises(ValueError, match=r'cell 1 differs from cell 0 in more than'):
     grid_cells.check_cells([_cell(task, 'sgd', 1.0, 0.01), _cell(task, 'sgd', 1.0, 0.01, epochs=2)])
+  dp = tv._algorithm(
+    task,
+    'sgd',
+    tv._client('sgd', 0.01, batch_size=10),
+    aggregators.dp_mean('gaussian_adaptive', 0.5, 10, 0.1, noise_seed=3),
+  )
+  with pytest.raises(ValueError, match=r'\(DP or compression\) does not run as a grid cell'):
+    grid_cells.check_cells([dp])
   with pytest.raises(ValueError, match='no cells given'):
     grid_cells.check_cells([])
   grid_cells.check_cells([_cell(task, 'sgd', 1.0, 0.01), _cell(task, 'adam', 0.1, 1.0, 1e-3)])
@@ -211,7 +220,7 @@ def test_the_trainer_runs_cells_each_as_the_trainer_runs_it_alone(tmp_path):
   lines = trainer_processes.stderr_lines(grid.stderr)
   assert grid.returncode == 3, grid.stderr
   assert lines[-1] == 'federated_trainer: error: 1 of 3 cells diverged (the others finished)'
-  assert 'wild: diverged: training diverged in round' in grid.stdout
+  assert 'wild: diverged in round 2: training diverged in round 2' in grid.stdout
   alone = _trainer(
     tmp_path / 'alone',
     '--server_optimizer=sgd',

@@ -17,8 +17,8 @@ round and their seeds. `GridCellsEngine` trains K such cells' rounds in one comp
 The cells are a tuple of server states; `next(states, clients, active)` advances the cells
 marked active and returns every cell's state (an inactive cell's unchanged: a cell that
 diverged, finished, or is at another round). Cells must agree on everything but the client
-learning rate (and its schedule), the server optimizer and its hyperparameters, and the
-aggregation; clients that only take local steps (no full passes, gradient transforms, epoch
+learning rate (and its schedule), the server optimizer and its hyperparameters; a plain
+(not DP, not compressed) aggregation; clients that only take local steps (no full passes, gradient transforms, epoch
 means or client states: FedOpt's FedAvg, FedAvgM, FedAdagrad, FedAdam, FedYogi, and FedNova)
 with client optimizer sgd. Anything else is refused in one line naming why (`check_cells`).
 
@@ -62,6 +62,12 @@ def cell_refusal(algorithm: algorithm_base.Algorithm) -> str | None:
   if algorithm.stateful_clients:
     return (
       f'algorithm {name!r} keeps client states, which cells do not share; run the cells one by one'
+    )
+  aggregation = algorithm.aggregation
+  if aggregation.differentially_private or aggregation.compressed:
+    return (
+      f'aggregation {aggregation.name!r} (DP or compression) does not run as a grid cell yet; '
+      'run the cells one by one'
     )
   if algorithm.full_passes() or algorithm.transforms_gradient() or algorithm.epoch_means():
     return (

@@ -58,7 +58,13 @@ KEEP_CHECKPOINTS = 2
 
 
 class DivergenceError(RuntimeError):
-  """Training produced a non-finite loss, update or model in a round."""
+  """Training produced a non-finite loss, update or model in a round.
+
+  Attributes:
+    round_num: the round, where the loop that raised it says (`run_cells`), else None.
+  """
+
+  round_num: int | None = None
 
 
 class WorkerLostError(RuntimeError):
@@ -342,6 +348,8 @@ class _Run:
       else:
         print(f'{prefix}Resuming {output_dir} after round {start_round}', file=log, flush=True)
     self.state, self.round = state, start_round
+    if self.finished is not None:  # nothing to write: no writers (TensorBoard's makes a file)
+      return
     self.csv_manager = tff.program.CSVFileReleaseManager(
       metrics_path, save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round_num'
     )
@@ -611,6 +619,7 @@ def run_cells(
           run.record(round_num, sampled, outcomes[k], row, new_weights, seconds)
         except DivergenceError as e:
           print(f'{run.prefix}{e}', file=warn, flush=True)
+          e.round_num = round_num
           results[k] = e
           continue
         if round_num == total:
