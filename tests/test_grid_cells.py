@@ -10,6 +10,7 @@ their hyperparameters as one computation, each cell the run it would be alone.
 * what cannot be a cell is refused in one line naming why.
 """
 
+import csv
 import os
 import shutil
 
@@ -50,17 +51,19 @@ def _cell(
   )
 
 
-def _loop_config(output_dir, rounds, checkpoint_every=None):
+def _loop_config(output_dir, rounds, checkpoint_every=None, eval_every=None):
+  """Evaluated after the last round only by default (central and per client): the train
+  metrics of every round and the final model's evaluation say what each cell computed."""
   return training_loop.LoopConfig(
     rounds,
-    rounds_per_eval=1,
+    rounds_per_eval=eval_every or rounds,
     rounds_per_checkpoint=checkpoint_every or rounds,
     seed=1,
     output_dir=str(output_dir),
   )
 
 
-def _loop_args(task, clients_per_round):
+def _loop_args(task, clients_per_round, client_test=True):
   central = central_test(task)
   return (
     tff.learning.models.ModelWeights.from_model(task.keras_model_fn(1)),
@@ -68,18 +71,41 @@ def _loop_args(task, clients_per_round):
     sampling.build_client_sampler(task.client_ids, clients_per_round, seed=1),
     tv._evaluator(task),
     lambda round_num: central,
-    task.client_test,
+    task.client_test if client_test else None,
   )
 
 
-def _run_cells(task, cells, dirs, rounds, clients_per_round, checkpoint_every=None):
+_QUIET = {'log': open(os.devnull, 'w'), 'warn': open(os.devnull, 'w')}  # noqa: SIM115
+
+
+def _run_cells(task, cells, dirs, rounds, k, checkpoint_every=None, client_test=True):
+  """Without client_test (the resume test), the central evaluation every round."""
   return training_loop.run_cells(
     grid_cells.GridCellsEngine(cells),
-    *_loop_args(task, clients_per_round),
-    [_loop_config(d, rounds, checkpoint_every) for d in dirs],
-    log=open(os.devnull, 'w'),  # noqa: SIM115
-    warn=open(os.devnull, 'w'),  # noqa: SIM115
+    *_loop_args(task, k, client_test),
+    [_loop_config(d, rounds, checkpoint_every, None if client_test else 1) for d in dirs],
+    **_QUIET,
   )
+
+
+def _run_alone(task, algorithm, output_dir, rounds, k):
+  training_loop.run_training(
+    engines.InProcessEngine(algorithm),
+    *_loop_args(task, k),
+    _loop_config(output_dir, rounds),
+    **_QUIET,
+  )
+
+
+def _read(output_dir, rounds):
+  """(metrics.csv rows without seconds_per_round, the last round's client_eval rows)."""
+  with open(output_dir / 'metrics.csv') as f:
+    rows = [{k: v for k, v in r.items() if k != 'seconds_per_round'} for r in csv.DictReader(f)]
+  client_eval = output_dir / 'client_eval' / f'round_{rounds:05d}.csv'
+  if not client_eval.exists():
+    return rows, []
+  with open(client_eval) as f:
+    return rows, list(csv.DictReader(f))
 
 
 # (task, cells as (server optimizer, eta, eta_l, tau), rounds, clients per round, E, batch)
@@ -120,10 +146,10 @@ def test_each_cell_is_the_run_it_would_be_alone(case, tmp_path):
   smallest = min(len(c['y']) for c in task.client_test.values())
   finals = []
   for i, spec in enumerate(specs):
-    want_rows, want_clients = tv._train(
-      task, engines.InProcessEngine(make(spec)), tmp_path / f'alone{i}', rounds, k
-    )
-    got_rows, got_clients = tv.read_run(dirs[i], rounds)
+    _run_alone(task, make(spec), tmp_path / f'alone{i}', rounds, k)
+    want_rows, want_clients = _read(tmp_path / f'alone{i}', rounds)
+    got_rows, got_clients = _read(dirs[i], rounds)
+    assert len(want_clients) == len(task.client_test) and 'eval_accuracy' in got_rows[-1]
     assert_rows_close(want_rows, got_rows, n_examples=smallest)
     assert_rows_close(want_clients, got_clients, n_examples=smallest)
     finals.append(float(got_rows[-1]['train_loss']))
@@ -145,22 +171,23 @@ def test_cells_at_different_rounds_catch_up_and_a_diverging_cell_stops_alone(tmp
   cells = lambda: [_cell(task, *s) for s in specs]
   straight = [tmp_path / f'straight{i}' for i in range(4)]
   resumed = [tmp_path / f'resumed{i}' for i in range(4)]
-  want = _run_cells(task, cells(), straight, 5, 10, checkpoint_every=2)
-  _run_cells(task, cells(), resumed, 4, 10, checkpoint_every=2)
+  run = lambda dirs, rounds: _run_cells(task, cells(), dirs, rounds, 10, 2, client_test=False)
+  want = run(straight, 5)
+  run(resumed, 4)
   checkpoints = resumed[1] / 'checkpoints'
   assert sorted(os.listdir(checkpoints)) == ['program_state_2', 'program_state_4']
   shutil.rmtree(checkpoints / 'program_state_4')
-  got = _run_cells(task, cells(), resumed, 5, 10, checkpoint_every=2)
+  got = run(resumed, 5)
   for i in range(3):
     assert isinstance(got[i], training_loop.TrainingResult)
-    want_rows, want_clients = tv.read_run(straight[i], 5)
-    got_rows, got_clients = tv.read_run(resumed[i], 5)
+    want_rows, want_clients = _read(straight[i], 5)
+    got_rows, got_clients = _read(resumed[i], 5)
     assert got_rows == want_rows and got_clients == want_clients
   assert isinstance(want[3], training_loop.DivergenceError)
   assert isinstance(got[3], training_loop.DivergenceError)
   diverged = int(str(want[3]).split('round ')[1].split(' ')[0])
   assert diverged >= 2, want[3]  # some rounds kept before
-  rows, _ = tv.read_run(straight[3], diverged - 1)
+  rows, _ = _read(straight[3], diverged - 1)
   assert [int(r['round_num']) for r in rows] == list(range(1, diverged))
   assert np.isfinite(float(rows[-1]['train_loss']))
 
@@ -208,7 +235,8 @@ def _trainer(tmp_path, *args):
 def test_the_trainer_runs_cells_each_as_the_trainer_runs_it_alone(tmp_path):
   """--cells: two cells and one that diverges, 3 rounds; each cell's directory is the one the
   trainer makes for the same flags alone (the same hparams.json: the lone command finds it
-  finished), exit 3 naming the diverged cell; bad cell files are one line, exit 2."""
+  finished; that its numbers are the lone run's, the tests above), exit 3 naming the diverged
+  cell; bad cell files are one line, exit 2."""
   cells = tmp_path / 'cells.txt'
   cells.write_text(
     '# a grid\n'
@@ -221,16 +249,6 @@ def test_the_trainer_runs_cells_each_as_the_trainer_runs_it_alone(tmp_path):
   assert grid.returncode == 3, grid.stderr
   assert lines[-1] == 'federated_trainer: error: 1 of 3 cells diverged (the others finished)'
   assert 'wild: diverged in round 2: training diverged in round 2' in grid.stdout
-  alone = _trainer(
-    tmp_path / 'alone',
-    '--server_optimizer=sgd',
-    '--server_learning_rate=1.0',
-    '--client_learning_rate=0.03',
-    '--experiment_name=sgd',
-    '--total_rounds=3',
-  )
-  assert alone.returncode == 0, alone.stderr
-  assert tv._metrics(tmp_path / 'grid' / 'sgd') == tv._metrics(tmp_path / 'alone' / 'sgd')
   again = _trainer(
     tmp_path / 'grid',
     '--server_optimizer=adam',

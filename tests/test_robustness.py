@@ -262,12 +262,12 @@ def test_random_kills_including_during_checkpoint_writes_resume_exactly(tmp_path
   """Five SIGKILLs at random moments (seeded), a checkpoint every round, then completion.
 
   A kill comes within 0.5 s of a round's progress line (or of "Resuming"), where a round and its
-  checkpoint take ~0.6 s: each run advances a round or two, and 30 rounds leave room for all
+  checkpoint take ~0.6 s: each run advances a round or two, and 20 rounds leave room for all
   five kills."""
   args = [
     '--task=synthetic',
     '--server_optimizer=yogi',
-    '--total_rounds=30',
+    '--total_rounds=20',
     '--rounds_per_eval=10',
     '--rounds_per_checkpoint=1',
   ]
@@ -277,7 +277,7 @@ def test_random_kills_including_during_checkpoint_writes_resume_exactly(tmp_path
   while kills < 5:
     trainer = Trainer([*args, f'--root_output_dir={tmp_path / "killed"}'])
     try:
-      trainer.wait_for_line(r'^(round \d+/30|Resuming)', timeout_s=120)
+      trainer.wait_for_line(r'^(round \d+/20|Resuming)', timeout_s=120)
     except AssertionError:
       break  # finished before it could be killed: the loop below checks the result
     time.sleep(rng.uniform(0.0, 0.5))
