@@ -30,6 +30,7 @@ from typing import Any
 from typing import TextIO
 
 from reproductions import publish
+from run import cell_flags
 from run import preload
 from tff_adaptive.runtime import worker_process
 
@@ -148,18 +149,8 @@ def duration(seconds: float) -> str:
   return f'{seconds // 60}m{seconds % 60:02d}s' if seconds >= 60 else f'{seconds}s'
 
 
-# The trainer flags grid cells may set apart (`run.flags.CELL_FLAGS`, without importing it).
-CELL_FLAGS = (
-  '--client_learning_rate',
-  '--server_optimizer',
-  '--server_learning_rate',
-  '--server_momentum',
-  '--tau',
-  '--server_beta_1',
-  '--server_beta_2',
-  '--initial_accumulator_value',
-  '--adaptive_variant',
-)
+# The trainer flags grid cells may set apart, as they are typed.
+CELL_FLAGS = tuple(f'--{name}' for name in cell_flags.CELL_FLAGS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from absl import flags
 
+from run import cell_flags
 from tff_adaptive import registry
 from tff_adaptive.aggregators import config as aggregator_config
 from tff_adaptive.algorithms import config as algorithm_config
@@ -1298,19 +1299,7 @@ def experiment_name(config: ExperimentConfig) -> str:
   )
 
 
-# What grid cells (--cells) may set differently from one another: the client learning rate
-# and the server optimizer (`engines.grid_cells`).
-CELL_FLAGS = (
-  'client_learning_rate',
-  'server_optimizer',
-  'server_learning_rate',
-  'server_momentum',
-  'tau',
-  'server_beta_1',
-  'server_beta_2',
-  'initial_accumulator_value',
-  'adaptive_variant',
-)
+CELL_FLAGS = cell_flags.CELL_FLAGS  # what grid cells (--cells) may set apart
 
 
 @dataclasses.dataclass(frozen=True)
