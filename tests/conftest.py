@@ -42,34 +42,41 @@ def tff_data_dir(tmp_path_factory):
   return str(shared / 'files')
 
 
-# Files by descending run time (measured with --durations; only the order matters). Under
+# Files by descending run time (measured from a fresh clone's junit XML, 2026-11-28, files of
+# 20 s or more; only the order matters). Under
 # `--dist loadfile` xdist hands out files in collection order, so longest first keeps the
 # workers busy until the end. Files not listed keep their order after these.
 _HEAVIEST_FIRST = (
   'test_engine_parity.py',
   'test_trainer.py',
-  'test_fedpa_trainer.py',
   'test_vectorised.py',
-  'test_reddi2021.py',
-  'test_tasks.py',
-  'test_robustness.py',
-  'test_remote_workers.py',
   'test_dp_trainer.py',
+  'test_robustness.py',
+  'test_reddi2021.py',
   'test_fair_trainer.py',
+  'test_tasks.py',
+  'test_remote_workers.py',
+  'test_fedpa_trainer.py',
   'test_tff_composition.py',
-  'test_cell_runner.py',
-  'test_readme.py',
-  'test_scaffold.py',
-  'test_fair_algorithms.py',
-  'test_fedpa_least_squares.py',
-  'test_dp.py',
+  'test_grid_cells.py',
   'test_kim2024.py',
-  'test_fedpa.py',
+  'test_scaffold.py',
+  'test_dp.py',
+  'test_fedpa_least_squares.py',
+  'test_cell_runner.py',
   'test_fedopt.py',
+  'test_readme.py',
   'test_preload.py',
+  'test_fair_algorithms.py',
+  'test_fedpa.py',
+  'test_ddp.py',
   'test_reddi_models.py',
   'test_compression.py',
-  'test_ddp.py',
+  'test_disk_full.py',
+  'test_compression_trainer.py',
+  'test_runtime.py',
+  'test_ju_settings_study.py',
+  'test_registry.py',
 )
 
 

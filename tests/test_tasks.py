@@ -291,8 +291,10 @@ def test_task_model_loss_metrics_and_one_federated_round(built, name):
 
   # One FedAvg round (server lr 1: the new model is the weighted mean of the clients' models)
   # on two clients with the task's default batch size and FedAvg client learning rate, as TFF
-  # computations; cifar10's on the in-process engine: its ResNet-18 is cifar100's but for the
-  # head, which runs through TFF below (building it there costs more than the rest of the test).
+  # computations. Not cifar10's: its ResNet-18 is cifar100's but for the head (the parameter
+  # count above), and cifar100's round runs below (a ResNet round costs ~40 s even in-process).
+  if name == 'cifar10':
+    return
   ids = task.client_ids[:2]
   lr = task.defaults.client_learning_rates.get('sgd', task.defaults.client_learning_rate)
   algorithm = algorithms.build_fedopt(
@@ -302,7 +304,7 @@ def test_task_model_loss_metrics_and_one_federated_round(built, name):
     ),
     optimizers.build_fedavg_sgd(1.0),
   )
-  engine = (engines.InProcessEngine if name == 'cifar10' else engines.TffEngine)(algorithm)
+  engine = engines.TffEngine(algorithm)
   w0 = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(0))
   state = engine.initialize(w0)
   clients = [
