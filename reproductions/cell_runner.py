@@ -565,9 +565,42 @@ def drive(
     )
     if stopped is not None:
       return stopped
+  if refuse_unfinished(program, flag_values, cells, runs_dir):
+    return 1
   write_report(cells, runs_dir, out)
   report_failures(program, failed, runner, runs_dir)
   return 1 if failed else 0
+
+
+def unfinished(cells: list, runs_dir: str, rounds: int) -> list:
+  """The cells that have neither run all `rounds` rounds (exit 0) nor diverged (exit 3, a
+  result)."""
+  left = []
+  for cell in cells:
+    code = (read_status(runs_dir, cell) or {}).get('exit_code')
+    if code == EXIT_DIVERGED:
+      continue
+    rows = read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
+    if code != 0 or last_round(rows) < rounds:
+      left.append(cell)
+  return left
+
+
+def refuse_unfinished(program: str, flag_values, cells: list, runs_dir: str) -> bool:
+  """With --publish: whether some of `cells` have not finished (then said in one line on
+  stderr), so that a partial run (a failed cell, --report_only before the end) never replaces
+  a committed result."""
+  if not flag_values.publish:
+    return False
+  left = unfinished(cells, runs_dir, flag_values.rounds)
+  if left:
+    print(
+      f'{program}: error: --publish: {len(left)} of {len(cells)} cells have not finished (e.g. '
+      f'{left[0].name}); nothing was written',
+      file=sys.stderr,
+      flush=True,
+    )
+  return bool(left)
 
 
 class UsageError(ValueError):

@@ -210,3 +210,40 @@ def test_cells_are_grouped_by_their_shared_flags_and_a_group_log_names_its_diver
     f.write('c2: done: train_loss=0.1\n')
   assert cell_runner._diverged_cells(str(log), offset) == {'c1': 4}
   assert cell_runner._diverged_cells(str(log), 0) == {'c0': 7, 'c1': 4}
+
+
+def test_publish_is_refused_while_a_cell_has_not_finished(tmp_path, capsys):
+  """`refuse_unfinished`: a cell counts as finished when its trainer exited 0 after all rounds,
+  or diverged (exit 3: a result); a failed, short or never-run cell is unfinished, and with
+  --publish the driver says how many in one line (without --publish nothing is checked)."""
+  from reproductions import cell_runner  # pylint: disable=g-import-not-at-top
+
+  @dataclasses.dataclass(frozen=True)
+  class Cell:
+    name: str
+
+  def cell(name, exit_code, rounds):
+    if exit_code is not None:
+      (tmp_path / f'{name}.status.json').write_text(json.dumps({'exit_code': exit_code}))
+    (tmp_path / name).mkdir()
+    lines = ['round_num,train_loss'] + [f'{r},1.0' for r in range(1, rounds + 1)]
+    (tmp_path / name / 'metrics.csv').write_text('\n'.join(lines) + '\n')
+    return Cell(name)
+
+  done, diverged = cell('done', 0, 4), cell('diverged', 3, 2)
+  short, failed, never = cell('short', 0, 3), cell('failed', 1, 4), cell('never', None, 0)
+  everything = [done, diverged, short, failed, never]
+  assert cell_runner.unfinished(everything, str(tmp_path), 4) == [short, failed, never]
+
+  @dataclasses.dataclass
+  class Flags:
+    publish: bool
+    rounds: int = 4
+
+  assert not cell_runner.refuse_unfinished('driver', Flags(False), everything, str(tmp_path))
+  assert not cell_runner.refuse_unfinished('driver', Flags(True), [done, diverged], str(tmp_path))
+  assert capsys.readouterr().err == ''
+  assert cell_runner.refuse_unfinished('driver', Flags(True), everything, str(tmp_path))
+  assert capsys.readouterr().err == (
+    'driver: error: --publish: 3 of 5 cells have not finished (e.g. short); nothing was written\n'
+  )
