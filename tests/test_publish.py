@@ -122,3 +122,17 @@ def test_shown_command_makes_paths_under_the_directory_it_ran_in_relative(tmp_pa
     ".venv/bin/python -m run.federated_trainer '--root_output_dir=runs/kim 2024' "
     f'--data_dir=/elsewhere/data --flagfile={tmp_path}x/not_under_it.flags --seed=1'
   )
+
+
+def test_every_committed_table_states_its_command_date_and_code_version():
+  """Each committed markdown table under reproductions/*/results/ says which command wrote it
+  (with no absolute path a reader could not paste), when, and from which code version."""
+  tables = sorted((REPO / 'reproductions').glob('*/results/**/*.md'))
+  assert len(tables) >= 9
+  for table in tables:
+    head = '\n'.join(table.read_text().splitlines()[:12])
+    name = table.relative_to(REPO)
+    assert re.search(r'Command: `[^`]*(python|bazel) ', head), name
+    assert re.search(r'[Cc]ode version:? [0-9a-f]{7}|\(commit [0-9a-f]{7}', head), name
+    assert re.search(r'20\d\d-\d\d-\d\d', head), name
+    assert '/work/' not in head and '/home/' not in head and '/tmp/' not in head, name
