@@ -565,34 +565,47 @@ def drive(
     )
     if stopped is not None:
       return stopped
-  if refuse_unfinished(program, flag_values, cells, runs_dir):
+  if refuse_unfinished(program, flag_values, cells, runs_dir, trainer_command):
+    report_failures(program, failed, runner, runs_dir)
     return 1
   write_report(cells, runs_dir, out)
   report_failures(program, failed, runner, runs_dir)
   return 1 if failed else 0
 
 
-def unfinished(cells: list, runs_dir: str, rounds: int) -> list:
-  """The cells that have neither run all `rounds` rounds (exit 0) nor diverged (exit 3, a
-  result)."""
+def unfinished(
+  cells: list, runs_dir: str, rounds: int, command: Callable[[Any, str], list[str]]
+) -> list:
+  """The cells that have not ended with this command (`command(cell, runs_dir)`, as its status
+  file records it) after exactly `rounds` rounds (exit 0) or by diverging (exit 3, a result).
+  A cell run with other settings, or on to more rounds, is not this command's result."""
   left = []
   for cell in cells:
-    code = (read_status(runs_dir, cell) or {}).get('exit_code')
-    if code == EXIT_DIVERGED:
-      continue
-    rows = read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
-    if code != 0 or last_round(rows) < rounds:
+    status = read_status(runs_dir, cell) or {}
+    code = status.get('exit_code')
+    if status.get('command') != shlex.join(command(cell, runs_dir)):
+      left.append(cell)
+    elif code != EXIT_DIVERGED and (
+      code != 0
+      or last_round(read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))) != rounds
+    ):
       left.append(cell)
   return left
 
 
-def refuse_unfinished(program: str, flag_values, cells: list, runs_dir: str) -> bool:
-  """With --publish: whether some of `cells` have not finished (then said in one line on
-  stderr), so that a partial run (a failed cell, --report_only before the end) never replaces
-  a committed result."""
+def refuse_unfinished(
+  program: str,
+  flag_values,
+  cells: list,
+  runs_dir: str,
+  command: Callable[[Any, str], list[str]],
+) -> bool:
+  """With --publish: whether some of `cells` have not finished with this command (then said in
+  one line on stderr), so that a partial run (a failed cell, --report_only before the end, cells
+  left by other settings) never replaces a committed result."""
   if not flag_values.publish:
     return False
-  left = unfinished(cells, runs_dir, flag_values.rounds)
+  left = unfinished(cells, runs_dir, flag_values.rounds, command)
   if left:
     print(
       f'{program}: error: --publish: {len(left)} of {len(cells)} cells have not finished (e.g. '

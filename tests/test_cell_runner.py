@@ -213,8 +213,9 @@ def test_cells_are_grouped_by_their_shared_flags_and_a_group_log_names_its_diver
 
 
 def test_publish_is_refused_while_a_cell_has_not_finished(tmp_path, capsys):
-  """`refuse_unfinished`: a cell counts as finished when its trainer exited 0 after all rounds,
-  or diverged (exit 3: a result); a failed, short or never-run cell is unfinished, and with
+  """`refuse_unfinished`: a cell counts as finished when its trainer, started with this very
+  command, exited 0 after exactly the rounds asked for, or diverged (exit 3: a result); a failed,
+  short, never-run or over-long cell, or one a different command left, is unfinished, and with
   --publish the driver says how many in one line (without --publish nothing is checked)."""
   from reproductions import cell_runner  # pylint: disable=g-import-not-at-top
 
@@ -222,9 +223,13 @@ def test_publish_is_refused_while_a_cell_has_not_finished(tmp_path, capsys):
   class Cell:
     name: str
 
-  def cell(name, exit_code, rounds):
+  command = lambda cell, runs_dir: ['trainer', f'--experiment_name={cell.name}', '--seed=1']
+
+  def cell(name, exit_code, rounds, seed=1):
     if exit_code is not None:
-      (tmp_path / f'{name}.status.json').write_text(json.dumps({'exit_code': exit_code}))
+      argv = ['trainer', f'--experiment_name={name}', f'--seed={seed}']
+      status = {'exit_code': exit_code, 'command': ' '.join(argv)}
+      (tmp_path / f'{name}.status.json').write_text(json.dumps(status))
     (tmp_path / name).mkdir()
     lines = ['round_num,train_loss'] + [f'{r},1.0' for r in range(1, rounds + 1)]
     (tmp_path / name / 'metrics.csv').write_text('\n'.join(lines) + '\n')
@@ -232,18 +237,28 @@ def test_publish_is_refused_while_a_cell_has_not_finished(tmp_path, capsys):
 
   done, diverged = cell('done', 0, 4), cell('diverged', 3, 2)
   short, failed, never = cell('short', 0, 3), cell('failed', 1, 4), cell('never', None, 0)
-  everything = [done, diverged, short, failed, never]
-  assert cell_runner.unfinished(everything, str(tmp_path), 4) == [short, failed, never]
+  longer, other = cell('longer', 0, 6), cell('other', 0, 4, seed=2)
+  everything = [done, diverged, short, failed, never, longer, other]
+  assert cell_runner.unfinished(everything, str(tmp_path), 4, command) == [
+    short,
+    failed,
+    never,
+    longer,
+    other,
+  ]
 
   @dataclasses.dataclass
   class Flags:
     publish: bool
     rounds: int = 4
 
-  assert not cell_runner.refuse_unfinished('driver', Flags(False), everything, str(tmp_path))
-  assert not cell_runner.refuse_unfinished('driver', Flags(True), [done, diverged], str(tmp_path))
+  def refused(flags, cells):
+    return cell_runner.refuse_unfinished('driver', flags, cells, str(tmp_path), command)
+
+  assert not refused(Flags(False), everything)
+  assert not refused(Flags(True), [done, diverged])
   assert capsys.readouterr().err == ''
-  assert cell_runner.refuse_unfinished('driver', Flags(True), everything, str(tmp_path))
+  assert refused(Flags(True), everything)
   assert capsys.readouterr().err == (
-    'driver: error: --publish: 3 of 5 cells have not finished (e.g. short); nothing was written\n'
+    'driver: error: --publish: 5 of 7 cells have not finished (e.g. short); nothing was written\n'
   )

@@ -578,7 +578,8 @@ def _main(argv: list[str]) -> int:
     )
     if stopped is not None:
       return stopped
-  if cell_runner.refuse_unfinished('reproduce', FLAGS, cells, runs_dir):
+  if cell_runner.refuse_unfinished('reproduce', FLAGS, cells, runs_dir, trainer_command):
+    cell_runner.report_failures('reproduce', failed, runner, runs_dir)
     return 1
   write_report(cells, runs_dir, out)
   cell_runner.report_failures('reproduce', failed, runner, runs_dir)
