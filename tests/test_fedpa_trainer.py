@@ -316,3 +316,152 @@ def test_fmnist_comparison_driver(tmp_path):
     '(committed: 5); nothing was written'
   )
   assert publish.digests(str(committed_dir)) == committed and len(committed) >= 7
+
+
+def test_regimes_driver(tmp_path):
+  """reproductions.alshedivat2021_fedpa.regimes on one regime (Synthetic(1, 1), E = 3, rho = 1,
+  one seed, 3 rounds with a 1-round burn-in): a FedAvg and a FedPA cell, identical in the burn-in;
+  the table's paired difference and correction are those of the cells' metrics.csv; bad input is
+  one line with exit 2 and --publish with these settings is refused."""
+  from reproductions import publish  # pylint: disable=g-import-not-at-top
+
+  committed_dir = REPO / 'reproductions' / 'alshedivat2021_fedpa' / 'results'
+  committed = publish.digests(str(committed_dir))
+  args = [
+    sys.executable,
+    '-m',
+    'reproductions.alshedivat2021_fedpa.regimes',
+    '--data_sets=1_1',
+    '--epochs=3',
+    '--shrinkages=1',
+    '--seeds=1',
+    '--rounds=3',
+    '--burnin_rounds=1',
+    '--rounds_per_eval=1',
+  ]
+  env = trainer_processes.driver_env()
+
+  def run(*extra):
+    return subprocess.run(
+      [*args, *extra], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+
+  done = run()
+  assert done.returncode == 0, done.stdout + done.stderr
+  runs = tmp_path / 'runs' / 'fedpa_regimes_synthetic'
+  fedavg = _rows(runs / '1_1_E3_fedavg_seed1' / 'metrics.csv')
+  fedpa = _rows(runs / '1_1_E3_fedpa_rho1_seed1' / 'metrics.csv')
+  assert fedpa[0]['train_loss'] == fedavg[0]['train_loss']  # the burn-in round: the same
+  assert fedpa[-1]['train_loss'] != fedavg[-1]['train_loss']
+  table = _rows(runs / 'report' / 'regimes_synthetic.csv')
+  assert [(r['algorithm'], r['shrinkage'], r['seeds']) for r in table] == [
+    ('fedavg', '', '1'),
+    ('fedpa', '1', '1'),
+  ]
+  mean_accuracy = lambda rows: 100 * sum(float(r['eval_accuracy']) for r in rows) / len(rows)
+  assert float(table[1]['difference_last5']) == pytest.approx(
+    mean_accuracy(fedpa) - mean_accuracy(fedavg), abs=1e-3
+  )
+  corrections = [float(r['client_delta_correction_mean']) for r in fedpa[1:]]
+  assert min(corrections) > 0
+  assert float(table[1]['correction']) == pytest.approx(sum(corrections) / 2, abs=1e-4)
+  markdown = (runs / 'report' / 'regimes_synthetic.md').read_text()
+  assert f'; code version {provenance.code_version(str(REPO))}' in markdown
+  assert str(tmp_path) not in markdown and '| 1_1 | 3 | FedPA rho=1 | 1 | ' in markdown
+  assert (runs / 'report' / 'regimes_synthetic.png').stat().st_size > 10000
+  bad = run('--data_sets=2_2')
+  assert bad.returncode == 2 and bad.stdout == ''
+  assert bad.stderr.strip() == (
+    "regimes: error: --data_sets: '2_2' is not a synthetic data set; valid: iid, 0_0, 1_1"
+  )
+  refused = run('--publish')
+  assert refused.returncode == 2 and refused.stdout == ''
+  assert refused.stderr.startswith('regimes: error: --publish: not the committed settings')
+  # The committed command (publish.json, quoted in the README) passes the settings check, but
+  # with its cells unfinished (an empty runs directory) it writes nothing: exit 1.
+  entry = json.loads((committed_dir / 'publish.json').read_text())['regimes_synthetic']
+  readme = re.sub(r' *\\\n *', ' ', (FEDPA / 'README.md').read_text())
+  assert entry['command'] in readme
+  unfinished = subprocess.run(
+    [*args[:3], *entry['command'].split()[3:], '--report_only', f'--runs_dir={tmp_path / "none"}'],
+    cwd=tmp_path,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert unfinished.returncode == 1 and unfinished.stderr.strip() == (
+    'regimes: error: --publish: 48 of 48 cells have not finished (e.g. iid_E5_fedavg_seed1); '
+    'nothing was written'
+  )
+  assert publish.digests(str(committed_dir)) == committed
+
+
+def test_regimes_report_pairs_seeds_and_leaves_out_unfinished_and_diverged_cells(tmp_path):
+  """The regimes report from run directories written here (2 local-epoch settings x 2 seeds, 8
+  rounds, burn-in 2): the means are over the seeds that ran all rounds, a diverged cell is
+  counted and not averaged, and FedPA - FedAvg pairs each FedPA seed with the same seed's FedAvg
+  (left out where that FedAvg did not finish), over the last 5 evaluations."""
+  runs = tmp_path / 'runs'
+  runs.mkdir()
+
+  def cell(name, accuracy, rounds=8, exit_code=0, fedpa=False):
+    (runs / name).mkdir()
+    lines = ['round_num,eval_accuracy,eval_loss,client_delta_correction_mean']
+    for r in range(1, rounds + 1):
+      correction = 0.1 * r if fedpa and r > 2 else (0.0 if fedpa else '')
+      lines.append(f'{r},{accuracy + 0.01 * r},{1 / r},{correction}')
+    (runs / name / 'metrics.csv').write_text('\n'.join(lines) + '\n')
+    (runs / f'{name}.status.json').write_text(json.dumps({'exit_code': exit_code}))
+
+  cell('iid_E3_fedavg_seed1', 0.50)
+  cell('iid_E3_fedavg_seed2', 0.60)
+  cell('iid_E3_fedpa_rho0.1_seed1', 0.53, fedpa=True)
+  cell('iid_E3_fedpa_rho0.1_seed2', 0.70, rounds=5, exit_code=3, fedpa=True)  # diverged
+  cell('iid_E4_fedavg_seed1', 0.40)
+  cell('iid_E4_fedavg_seed2', 0.45, rounds=6, exit_code=143)  # stopped
+  cell('iid_E4_fedpa_rho0.1_seed1', 0.38, fedpa=True)
+  cell('iid_E4_fedpa_rho0.1_seed2', 0.47, fedpa=True)
+  done = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'reproductions.alshedivat2021_fedpa.regimes',
+      '--data_sets=iid',
+      '--epochs=3,4',
+      '--shrinkages=0.1',
+      '--seeds=1,2',
+      '--rounds=8',
+      '--burnin_rounds=2',
+      '--rounds_per_eval=1',
+      '--report_only',
+      f'--runs_dir={runs}',
+      f'--out={tmp_path / "out"}',
+    ],
+    cwd=tmp_path,
+    env=trainer_processes.driver_env(),
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert done.returncode == 0, done.stderr
+  rows = {
+    (r['epochs'], r['shrinkage']): r for r in _rows(tmp_path / 'out' / 'regimes_synthetic.csv')
+  }
+  number = lambda row, key: float(row[key])
+  fedavg3, fedpa3 = rows['3', ''], rows['3', '0.1']
+  assert (fedavg3['seeds'], fedavg3['diverged']) == ('2', '0')
+  assert number(fedavg3, 'final_accuracy') == pytest.approx(63.0)  # 58 and 68
+  assert number(fedavg3, 'final_accuracy_std') == pytest.approx(math.sqrt(50), abs=1e-4)
+  assert (fedpa3['seeds'], fedpa3['diverged']) == ('1', '1')
+  assert number(fedpa3, 'difference_last5') == pytest.approx(3.0)  # seed 1 only
+  assert fedpa3['difference_per_seed'] == 's1:+3.00' and fedpa3['difference_last5_std'] == ''
+  assert number(fedpa3, 'correction') == pytest.approx(0.55)  # rounds 3-8: 0.1 r
+  assert number(fedpa3, 'accuracy_last5evals') == pytest.approx(59.0)  # 0.53 + 0.06
+  fedavg4, fedpa4 = rows['4', ''], rows['4', '0.1']
+  assert (fedavg4['seeds'], fedpa4['seeds']) == ('1', '2')
+  assert fedpa4['difference_per_seed'] == 's1:-2.00'  # seed 2's FedAvg stopped at round 6
+  assert number(fedpa4, 'final_accuracy') == pytest.approx(50.5)  # 46 and 55
+  markdown = (tmp_path / 'out' / 'regimes_synthetic.md').read_text()
+  assert '| iid | 3 | FedPA rho=0.1 | 1 (1 diverged) | ' in markdown
+  assert '| iid | 3 | FedAvg | 2 | 63.00 +- 7.07 | ' in markdown

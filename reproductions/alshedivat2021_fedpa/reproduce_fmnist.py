@@ -34,6 +34,7 @@ from absl import logging
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions.alshedivat2021_fedpa import paper_setup
 from tff_adaptive.loop import targets
 
 flags.DEFINE_integer('rounds', 300, 'Rounds per cell.')
@@ -95,13 +96,7 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
   args = [
     '--task=fmnist',
     '--dirichlet_alpha=0.1',
-    '--engine=inprocess',
-    '--server_optimizer=sgdm',
-    '--server_learning_rate=0.5',
-    '--server_momentum=0.9',
-    '--client_optimizer=sgdm',
-    '--client_learning_rate=0.01',
-    '--client_momentum=0.9',
+    *paper_setup.TRAINING_ARGS,
     '--client_epochs_per_round=5',
     '--clients_per_round=10',
     f'--total_rounds={FLAGS.rounds}',
@@ -110,16 +105,10 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
     f'--seed={cell.seed}',
     f'--root_output_dir={runs_dir}',
     f'--experiment_name={cell.name}',
+    *paper_setup.algorithm_args(
+      FLAGS.shrinkage if cell.algorithm == 'fedpa' else None, FLAGS.burnin_rounds
+    ),
   ]
-  if cell.algorithm == 'fedpa':
-    args += [
-      '--algorithm=fedpa',
-      f'--fedpa_burnin_rounds={FLAGS.burnin_rounds}',
-      '--fedpa_burnin_epochs=1',
-      f'--fedpa_shrinkage={FLAGS.shrinkage}',
-    ]
-  else:
-    args.append('--algorithm=fedopt')
   return [sys.executable, '-m', 'run.federated_trainer', *args]
 
 
