@@ -370,3 +370,94 @@ def test_table5_driver_end_to_end(tmp_path):
   dry = run([sys.executable, '-m', *leaf['command'].split()[2:], '--dry_run'], cwd=repo)
   assert dry.returncode == 0, dry.stderr
   assert dry.stdout.splitlines()[-1] == f'# then the tables and figures into {repo}/{leaf["out"]}'
+
+
+def test_table5_driver_cross_silo_setup(tmp_path):
+  """--data_set=fmnist_silo: the paper's Cifar10 cross-silo setup on Fashion-MNIST (16 clients,
+  Dir(0.1), lr 0.02, batch 32, all clients every round, 200 rounds unless given), in its own
+  runs directory; its report sets the published Cifar10 row beside ours under its own name."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+
+  from reproductions import publish  # pylint: disable=g-import-not-at-top
+
+  env = trainer_processes.driver_env()
+  command = [sys.executable, '-m', 'reproductions.ju2023_adafedadam.reproduce_synthetic']
+
+  def run(*args):
+    return subprocess.run(
+      [*command, '--data_set=fmnist_silo', *args],
+      cwd=tmp_path,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=300,
+    )
+
+  dry = run('--seeds=1', '--dry_run')
+  assert dry.returncode == 0, dry.stderr
+  trainers = [l for l in dry.stdout.splitlines() if 'run.federated_trainer' in l]
+  assert len(trainers) == 5 + 5 + 5  # the main cells less FedProx, the mu grid, the Pareto sweep
+  for line in trainers:
+    assert (
+      ' --task=fmnist --num_clients=16 --examples_per_client=3750 --dirichlet_alpha=0.1 ' in line
+    )
+    assert ' --client_learning_rate=0.02 --client_batch_size=32 --client_epochs_per_round=1 ' in (
+      line
+    )
+    assert ' --clients_per_round=16 --total_rounds=200 ' in line
+    assert f' --root_output_dir={tmp_path}/runs/ju_table5_fmnist_silo ' in line
+    assert '--synthetic' not in line
+  bad = run('--clients_per_round=17')
+  assert bad.returncode == 2 and bad.stdout == ''
+  assert bad.stderr.strip().splitlines()[-1] == (
+    'reproduce_synthetic: error: --clients_per_round must be in [1, 16] for '
+    '--data_set=fmnist_silo, got 17'
+  )
+  # The report before any cell ran: the published Cifar10 row, ours empty, the setup named.
+  report = run('--report_only', '--rounds=3')
+  assert report.returncode == 0, report.stderr
+  out = tmp_path / 'runs' / 'ju_table5_fmnist_silo' / 'report'
+  table = _rows(out / 'table5_fmnist_silo.csv')
+  assert [(r['algorithm'], float(r['avg_published']), r['avg_ours']) for r in table] == [
+    ('FedAvg', 48.3, ''),
+    ('FedAdam', 59.35, ''),
+    ('q-FedAvg', 31.94, ''),
+    ('FedNova', 40.32, ''),
+    ('FedProx', 55.77, ''),
+    ('AdaFedAdam', 65.27, ''),
+  ]
+  markdown = (out / 'table5_fmnist_silo.md').read_text()
+  assert markdown.startswith(
+    '# Ju et al. (AdaFedAdam) Table 5, the cross-silo setup on Fashion-MNIST\n'
+  )
+  assert 'over the 16 clients (unweighted; Worst 30%: the 5 lowest)' in markdown
+  assert 'Rounds 3; seeds 1, 2, 3; 16 clients per round' in markdown
+  assert not (out / 'table5_synthetic.md').exists()
+  # The committed command (publish.json) passes the settings check, but with cells unfinished
+  # (an empty runs directory) --publish writes nothing: exit 1, naming how many.
+  paper = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    'reproductions',
+    'ju2023_adafedadam',
+  )
+  results = os.path.join(paper, 'results')
+  with open(os.path.join(results, 'publish.json')) as f:
+    entry = json.load(f)['reproduce_synthetic_fmnist_silo']
+  with open(os.path.join(paper, 'README.md')) as f:
+    assert entry['command'] in re.sub(r' *\\\n *', ' ', f.read())
+  committed = publish.digests(results)
+  refused = subprocess.run(
+    [*command, *entry['command'].split()[3:], '--report_only', f'--runs_dir={tmp_path / "none"}'],
+    cwd=tmp_path,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert refused.returncode == 1, refused.stderr
+  assert refused.stderr.strip().splitlines()[-1] == (
+    'reproduce_synthetic: error: --publish: 14 of 14 cells have not finished (e.g. '
+    'fedavg_seed1); nothing was written'
+  )
+  assert publish.digests(results) == committed

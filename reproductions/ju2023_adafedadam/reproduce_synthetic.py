@@ -22,6 +22,12 @@ and the one the fair-FL papers (q-FFL) report; alpha does not change the labels 
 (tff_adaptive.datasets.synthetic, datasets/synthetic.py), and each seed generates its own data set, model initialisation and
 shuffling.
 
+--data_set=fmnist_silo runs the cross-silo setup instead (`paper_setup.FMNIST_SILO`): the paper's
+Cifar10 setup (16 clients, Dirichlet(0.1) labels, all of them every round, local SGD lr 0.02,
+batch 32, E = 1, 200 rounds) on Fashion-MNIST with the fmnist CNN, beside the published Cifar10
+row (its ranking; Fashion-MNIST's accuracies are another data set's). Its table is
+table5_fmnist_silo.{md,csv}.
+
 Every cell is one `run.federated_trainer` process (`reproductions.cell_runner`: resumable, progress with
 ETA, one TF thread per trainer). Afterwards --out (default runs/ju_synthetic/report; with
 --publish, reproductions/ju2023_adafedadam/results/synthetic) gets table5_synthetic.{md,csv} (published
@@ -32,6 +38,7 @@ Fig. 3 right) and pareto_std.png (average vs STD of accuracy) (`plot_fairness.py
 
 import csv
 import dataclasses
+import math
 import os
 import shlex
 import statistics
@@ -49,9 +56,12 @@ from reproductions.ju2023_adafedadam import fairness_statistics
 from reproductions.ju2023_adafedadam import paper_setup
 from reproductions.ju2023_adafedadam import plot_fairness
 from reproductions.ju2023_adafedadam.published import PUBLISHED
+from reproductions.ju2023_adafedadam.published import PUBLISHED_CIFAR10
 from tff_adaptive.loop import targets
 
-flags.DEFINE_integer('rounds', 1000, 'Rounds per cell (the paper: 1000).')
+flags.DEFINE_integer(
+  'rounds', 1000, "Rounds per cell (default: the paper's, 1000; 200 with --data_set=fmnist_silo)."
+)
 flags.DEFINE_list('seeds', ['1', '2', '3'], 'Seeds; FedProx mu and the Pareto sweep use the first.')
 flags.DEFINE_list('fedprox_mus', ['0.001', '0.005', '0.01', '0.1', '1'], 'FedProx mu grid.')
 flags.DEFINE_list('pareto_alphas', ['2', '4', '8'], 'AdaFedAdam alphas of the Pareto sweep.')
@@ -73,12 +83,18 @@ flags.DEFINE_integer(
 flags.DEFINE_enum(
   'data_set',
   'synthetic_1_1',
-  list(candidates.DATA_SETS),
+  [*candidates.DATA_SETS, 'fmnist_silo'],
   "The Synthetic data set (`candidates`; the committed table: synthetic_1_1, FedProx's "
-  'Synthetic(1, 1)). Another runs in runs/ju_table5_<data_set>[_vectorised] and publishes, '
-  'where publish.json records it, as entry reproduce_synthetic_<data_set>.',
+  "Synthetic(1, 1)), or fmnist_silo: the paper's cross-silo (Cifar10) setup on Fashion-MNIST "
+  '(16 clients, Dir(0.1)). Another than synthetic_1_1 runs in '
+  'runs/ju_table5_<data_set>[_vectorised] and publishes, where publish.json records it, as '
+  'entry reproduce_synthetic_<data_set>.',
 )
-flags.DEFINE_integer('clients_per_round', 100, 'Clients per round (100: all of them).')
+flags.DEFINE_integer(
+  'clients_per_round',
+  100,
+  'Clients per round (default: all of them, 100; 16 with --data_set=fmnist_silo).',
+)
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 100, 'Checkpoint every this many rounds.')
 flags.DEFINE_string(
@@ -113,6 +129,7 @@ SETTINGS = (
 )
 VECTORISED_RUNS_DIR = 'runs/ju_synthetic_vectorised'
 DEFAULT_DATA_SET = 'synthetic_1_1'
+FMNIST_SILO = 'fmnist_silo'
 LAST_EVALS = 5
 # fedprox_mu.csv's column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
 AVG_LAST = targets.window_column('avg', LAST_EVALS, 'evals')
@@ -139,6 +156,21 @@ class Cell:
     if self.algorithm == 'FedProx' and self.param is not None:
       return f'FedProx(mu={self.param:g})'
     return self.algorithm
+
+
+def setup() -> paper_setup.Setup:
+  """The setup --data_set names."""
+  if FLAGS.data_set == FMNIST_SILO:
+    return paper_setup.FMNIST_SILO
+  return paper_setup.synthetic_setup(
+    candidates.LABELS[FLAGS.data_set],
+    ('--task=synthetic', *candidates.data_set_flags(FLAGS.data_set)),
+  )
+
+
+def published_row() -> dict[str, tuple[float, float, float]]:
+  """The published Table 5 row set beside ours (`Setup.published_label`)."""
+  return PUBLISHED_CIFAR10 if FLAGS.data_set == FMNIST_SILO else PUBLISHED
 
 
 def _slug(algorithm: str) -> str:
@@ -205,10 +237,9 @@ def pareto_cells() -> list[Cell]:
 
 def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
   args = [
-    '--task=synthetic',
-    *candidates.data_set_flags(FLAGS.data_set),
+    *setup().task_args,
     f'--engine={FLAGS.engine}',
-    *paper_setup.CLIENT_ARGS,
+    *setup().client_args,
     f'--clients_per_round={FLAGS.clients_per_round}',
     f'--total_rounds={FLAGS.rounds}',
     f'--rounds_per_eval={FLAGS.rounds_per_eval}',
@@ -259,7 +290,8 @@ def cell_result(runs_dir: str, cell: Cell) -> CellResult:
 
 def tuned_mu(runs_dir: str) -> tuple[float | None, list[dict]]:
   """The mu of the highest mean-of-the-last-5-evaluations average local accuracy (AVG_LAST)
-  among finished tuning cells."""
+  among the tuning cells that ran all rounds, once every other one has diverged (None while
+  some are still to run, or if all diverged)."""
   rows = []
   for cell in tuning_cells():
     r = cell_result(runs_dir, cell)
@@ -274,7 +306,12 @@ def tuned_mu(runs_dir: str) -> tuple[float | None, list[dict]]:
       }
     )
   done = [r for r in rows if r['rounds'] >= FLAGS.rounds and r[AVG_LAST] is not None]
-  if len(done) < len(rows):
+  diverged = [
+    c
+    for c in tuning_cells()
+    if (cell_runner.read_status(runs_dir, c) or {}).get('exit_code') == cell_runner.EXIT_DIVERGED
+  ]
+  if not done or len(done) + len(diverged) < len(rows):  # a mu that diverged is not chosen
     return None, rows
   return max(done, key=lambda r: r[AVG_LAST])['mu'], rows
 
@@ -286,7 +323,7 @@ def _fmt(mean_std) -> str:
 
 def table(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
   rows = []
-  for algorithm, published in PUBLISHED.items():
+  for algorithm, published in published_row().items():
     group = [
       results[c.name]
       for c in cells
@@ -302,7 +339,8 @@ def table(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
       row[f'{metric}_published'] = pub
       row[f'{metric}_ours'] = '' if mean is None else round(mean, 2)
       row[f'{metric}_ours_std'] = '' if std is None else round(std, 2)
-      row[f'{metric}_difference'] = '' if mean is None else round(mean - pub, 2)
+      if FLAGS.data_set != FMNIST_SILO:  # another data set's row: its levels are no target
+        row[f'{metric}_difference'] = '' if mean is None else round(mean - pub, 2)
     pooled = fairness_statistics.mean_and_std([r.pooled for r in group])
     row['pooled_ours'] = '' if pooled[0] is None else round(pooled[0], 2)
     row['pooled_ours_std'] = '' if pooled[1] is None else round(pooled[1], 2)
@@ -315,7 +353,8 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
   everything = cells + extra_cells
   results = {c.name: cell_result(runs_dir, c) for c in everything}
   rows = table(cells, results)
-  with publish.atomic_output(os.path.join(out, 'table5_synthetic.csv'), newline='') as f:
+  stem = setup().stem
+  with publish.atomic_output(os.path.join(out, f'{stem}.csv'), newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
@@ -323,14 +362,27 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
     writer = csv.DictWriter(f, fieldnames=list(tuning[0]))
     writer.writeheader()
     writer.writerows(tuning)
-  head = '| algorithm | Avg % (paper / ours / diff) | STD % (paper / ours / diff) | ' + (
-    'Worst 30% % (paper / ours / diff) | pooled accuracy % (ours) |'
+  silo = FLAGS.data_set == FMNIST_SILO
+  shown = ' / '.join(('paper Cifar10' if silo else 'paper', 'ours', *(() if silo else ('diff',))))
+  head = f'| algorithm | Avg % ({shown}) | STD % ({shown}) | Worst 30% % ({shown}) | ' + (
+    'pooled accuracy % (ours) |'
   )
+  if silo:
+    title = 'Table 5, the cross-silo setup on Fashion-MNIST'
+    data_set = (
+      f'- Data set: {setup().label}; the paper ran this setup on CIFAR-10 with VGG11 (App. C.1), '
+      f'so "paper" is its {setup().published_label} row: the ranking to compare, not the '
+      'levels.'
+    )
+  else:
+    title = 'Table 5, Synthetic row, reproduced'
+    data_set = (
+      f'- Data set: {setup().label} (`settings_study`: which one the paper ran is not stated).'
+    )
   lines = [
-    '# Ju et al. (AdaFedAdam) Table 5, Synthetic row, reproduced',
+    f'# Ju et al. (AdaFedAdam) {title}',
     '',
-    f'- Data set: {candidates.LABELS[FLAGS.data_set]} (`settings_study`: which one the paper '
-    'ran is not stated).',
+    data_set,
     f'- Command: `{cell_runner.command_line("//reproductions/ju2023_adafedadam:reproduce_synthetic")}`',
     f'- Rounds {FLAGS.rounds}; seeds {", ".join(str(s) for s in seeds())}; '
     f'{FLAGS.clients_per_round} clients per round; evaluation every {FLAGS.rounds_per_eval} '
@@ -341,7 +393,9 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
     f'- Trainer command of a cell: `{cell_runner.shown_command(trainer_command(cells[-1], runs_dir))}`',
     cell_runner.stamp_line(),
     '- Only cells that ran all rounds enter the summary; Avg, STD and Worst 30% are over the '
-    '100 clients (unweighted), "pooled" is the accuracy on the union of their test sets.',
+    f'{setup().num_clients} clients (unweighted; Worst 30%: the '
+    f'{math.ceil(0.3 * setup().num_clients)} lowest), "pooled" is the accuracy on the union of '
+    'their test sets.',
     '',
     head,
     '|---|---|---|---|---|',
@@ -353,34 +407,60 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
       cols.append(
         f'{row[f"{metric}_published"]:.2f} / '
         + ('—' if ours == '' else f'{ours:.2f} +- {row[f"{metric}_ours_std"]:.2f}')
-        + ('' if ours == '' else f' / {row[f"{metric}_difference"]:+.2f}')
+        + ('' if ours == '' or silo else f' / {row[f"{metric}_difference"]:+.2f}')
       )
     pooled = row['pooled_ours']
     cols.append('—' if pooled == '' else f'{pooled:.2f} +- {row["pooled_ours_std"]:.2f}')
     lines.append('| ' + ' | '.join(cols) + ' |')
-  lines += ['', *published_consistency()]
+  lines += ['', *(ranking_lines(rows) if silo else published_consistency())]
   lines += ['', '| cell | rounds | Avg % | STD % | Worst 30% % |', '|---|---|---|---|---|']
   for cell in everything:
     r = results[cell.name]
     fmt = lambda v: '' if v is None else f'{v:.2f}'
     lines.append(f'| {cell.name} | {r.rounds} | {fmt(r.avg)} | {fmt(r.std)} | {fmt(r.worst30)} |')
-  with publish.atomic_output(os.path.join(out, 'table5_synthetic.md')) as f:
+  with publish.atomic_output(os.path.join(out, f'{stem}.md')) as f:
     f.write('\n'.join(lines) + '\n')
-  print('\n'.join(lines[9:]), flush=True)
+  print('\n'.join(lines[8:]), flush=True)
   write_figures(cells, extra_cells, runs_dir, out)
 
 
-def published_consistency() -> list[str]:
-  """Whether each published (Avg, Worst 30%) pair can be unweighted means over 100 clients.
-
-  If Avg is the mean over K clients and Worst 30% the mean of the lowest 0.3 K, the other 0.7 K
-  average (Avg - 0.3 Worst) / 0.7, which cannot exceed 100%.
-  """
+def ranking_lines(rows: list[dict]) -> list[str]:
+  """The algorithms ordered by Avg, STD (lowest first) and Worst 30%, the paper's and ours."""
   lines = []
-  for algorithm, (avg, _, worst) in PUBLISHED.items():
-    rest = (avg - 0.3 * worst) / 0.7
+  for metric, label, lowest_first in (
+    ('avg', 'Avg', False),
+    ('std', 'STD (lowest first)', True),
+    ('worst30', 'Worst 30%', False),
+  ):
+    order = lambda key: ' > '.join(
+      r['algorithm']
+      for r in sorted(
+        (r for r in rows if r[key] != ''), key=lambda r: r[key], reverse=not lowest_first
+      )
+    )
+    lines.append(
+      f'- {label}: paper ({setup().published_label}) '
+      f'{order(f"{metric}_published")}; ours {order(f"{metric}_ours") or "—"}.'
+    )
+  return ['Rankings:', '', *lines]
+
+
+def published_consistency() -> list[str]:
+  """Whether each published (Avg, Worst 30%) pair can be unweighted means over the setup's K clients.
+
+  If Avg is the mean over K clients and Worst 30% the mean of the lowest k = ceil(0.3 K), the
+  other K - k average (K Avg - k Worst) / (K - k), which cannot exceed 100%.
+  """
+  clients = setup().num_clients
+  worst_k = math.ceil(0.3 * clients)
+  lines = []
+  for algorithm, (avg, _, worst) in published_row().items():
+    rest = (clients * avg - worst_k * worst) / (clients - worst_k)
     if rest > 100:
-      lines.append(f'{algorithm} ({avg} / {worst}: the other 70% would average {rest:.1f}%)')
+      lines.append(
+        f'{algorithm} ({avg} / {worst}: the other {100 * (clients - worst_k) / clients:g}% would '
+        f'average {rest:.1f}%)'
+      )
   if not lines:
     return []
   return [
@@ -399,15 +479,16 @@ def write_figures(cells, extra_cells, runs_dir, out) -> None:
       groups.setdefault(cell.algorithm, []).append(os.path.join(runs_dir, cell.name))
   if not groups:
     return
+  figure_setup = 'FMNIST CROSS-SILO' if FLAGS.data_set == FMNIST_SILO else 'SYNTHETIC'
   plot_fairness.density_figure(
     {k: [plot_fairness.client_accuracies(d) for d in v] for k, v in groups.items()},
     os.path.join(out, 'density.png'),
-    setup='SYNTHETIC',
+    setup=figure_setup,
   )
   plot_fairness.curves_figure(
     {k: [pd.read_csv(os.path.join(d, 'metrics.csv')) for d in v] for k, v in groups.items()},
     os.path.join(out, 'curves.png'),
-    setup='SYNTHETIC',
+    setup=figure_setup,
   )
   first = seeds()[0]
   points = []
@@ -421,11 +502,11 @@ def write_figures(cells, extra_cells, runs_dir, out) -> None:
     if cell.algorithm == 'AdaFedAdam':
       point['alpha'] = cell.param
     points.append(point)
-  plot_fairness.pareto_figure(points, os.path.join(out, 'pareto.png'), setup='SYNTHETIC')
+  plot_fairness.pareto_figure(points, os.path.join(out, 'pareto.png'), setup=figure_setup)
   plot_fairness.pareto_figure(
     points,
     os.path.join(out, 'pareto_std.png'),
-    setup='SYNTHETIC',
+    setup=figure_setup,
     axes=('avg', 'std', 'average local accuracy (%)', 'STD of local accuracy (%)'),
   )
   print(f'wrote {out}/density.png, curves.png, pareto.png, pareto_std.png', flush=True)
@@ -438,8 +519,16 @@ def main(argv: list[str]) -> int:
 def _main(argv: list[str]) -> int:
   logging.set_verbosity(logging.WARNING)
   cell_runner.check_driver_flags(FLAGS, argv)
-  if not 1 <= FLAGS.clients_per_round <= 100:
-    raise UsageError(f'--clients_per_round must be in [1, 100], got {FLAGS.clients_per_round}')
+  population = setup().num_clients
+  if not FLAGS['rounds'].present:
+    FLAGS.rounds = setup().rounds
+  if not FLAGS['clients_per_round'].present:
+    FLAGS.clients_per_round = population
+  if not 1 <= FLAGS.clients_per_round <= population:
+    raise UsageError(
+      f'--clients_per_round must be in [1, {population}] for --data_set={FLAGS.data_set}, '
+      f'got {FLAGS.clients_per_round}'
+    )
   if FLAGS.clients_per_chunk < 1:
     raise UsageError(f'--clients_per_chunk must be >= 1, got {FLAGS.clients_per_chunk}')
   runs_dir = FLAGS.runs_dir
@@ -485,6 +574,18 @@ def _main(argv: list[str]) -> int:
       if more_failed:
         cell_runner.report_failures('reproduce_synthetic', more_failed, more_runner, runs_dir)
   others = [c for c in tuning_cells() + pareto_cells() if c.name not in {x.name for x in cells}]
+  if cell_runner.refuse_unfinished(
+    'reproduce_synthetic', FLAGS, cells + others, runs_dir, trainer_command
+  ):
+    return 1
+  if FLAGS.publish and mu is None:  # every mu diverged: a table without FedProx
+    print(
+      'reproduce_synthetic: error: --publish: every FedProx tuning cell diverged, so FedProx '
+      'has no mu; nothing was written',
+      file=sys.stderr,
+      flush=True,
+    )
+    return 1
   write_report(cells, others, mu, tuning, runs_dir, out)
   if runner is not None:
     cell_runner.report_failures('reproduce_synthetic', failed, runner, runs_dir)
