@@ -279,13 +279,8 @@ class Runner:
     return all(self._finished_earlier(cell) for cell in _members(item))
 
   def _finished_earlier(self, cell) -> bool:
-    status = read_status(self.runs_dir, cell) or {}
-    if status.get('exit_code') != 0:
-      return False
-    if status.get('command') != shlex.join(self.command(cell, self.runs_dir)):
-      return False
-    rows = read_metrics(os.path.join(self.runs_dir, cell.name, 'metrics.csv'))
-    return last_round(rows) == self.total_rounds
+    command_line = shlex.join(self.command(cell, self.runs_dir))
+    return ran_to_the_end(self.runs_dir, cell, command_line, self.total_rounds)
 
   def _start(self, cell) -> _Running:
     command = self._command(cell)
@@ -573,24 +568,33 @@ def drive(
   return 1 if failed else 0
 
 
+def ran_to_the_end(
+  runs_dir: str, cell, command_line: str, rounds: int, diverged: bool = False
+) -> bool:
+  """Whether the cell's status file says `command_line` ended it: exit 0 with exactly `rounds`
+  rounds in its metrics.csv, or, with `diverged`, exit 3 (a diverged run is a result). A cell
+  run with other settings, or on to more rounds, was not ended by this command."""
+  status = read_status(runs_dir, cell) or {}
+  if status.get('command') != command_line:
+    return False
+  if diverged and status.get('exit_code') == EXIT_DIVERGED:
+    return True
+  rows = read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
+  return status.get('exit_code') == 0 and last_round(rows) == rounds
+
+
 def unfinished(
   cells: list, runs_dir: str, rounds: int, command: Callable[[Any, str], list[str]]
 ) -> list:
-  """The cells that have not ended with this command (`command(cell, runs_dir)`, as its status
-  file records it) after exactly `rounds` rounds (exit 0) or by diverging (exit 3, a result).
-  A cell run with other settings, or on to more rounds, is not this command's result."""
-  left = []
-  for cell in cells:
-    status = read_status(runs_dir, cell) or {}
-    code = status.get('exit_code')
-    if status.get('command') != shlex.join(command(cell, runs_dir)):
-      left.append(cell)
-    elif code != EXIT_DIVERGED and (
-      code != 0
-      or last_round(read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))) != rounds
-    ):
-      left.append(cell)
-  return left
+  """The cells that `command(cell, runs_dir)` has not yet ended after `rounds` rounds or by
+  diverging (`ran_to_the_end`)."""
+  return [
+    cell
+    for cell in cells
+    if not ran_to_the_end(
+      runs_dir, cell, shlex.join(command(cell, runs_dir)), rounds, diverged=True
+    )
+  ]
 
 
 def refuse_unfinished(
