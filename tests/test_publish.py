@@ -136,3 +136,20 @@ def test_every_committed_table_states_its_command_date_and_code_version():
     assert re.search(r'[Cc]ode version:? [0-9a-f]{7}|\(commit [0-9a-f]{7}', head), name
     assert re.search(r'20\d\d-\d\d-\d\d', head), name
     assert '/work/' not in head and '/home/' not in head and '/tmp/' not in head, name
+
+
+def test_every_committed_figure_states_its_command_date_and_code_version():
+  """Each committed PNG under reproductions/*/results/ carries `publish.figure_stamp()`'s text
+  chunks: the command that wrote it (relative paths), when, and from which code version."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+
+  figures = sorted((REPO / 'reproductions').glob('*/results/**/*.png'))
+  assert len(figures) >= 28
+  for figure in figures:
+    name = figure.relative_to(REPO)
+    with Image.open(figure) as image:
+      text = image.text
+    assert re.search(r'python -m (reproductions|run)\.', text.get('Source', '')), name
+    assert re.search(r'^tff-adaptive, code version [0-9a-f]{7}', text.get('Software', '')), name
+    assert re.match(r'20\d\d-\d\d-\d\dT', text.get('Creation Time', '')), name
+    assert not re.search(r'/work/|/home/|/tmp/', text['Source']), name
