@@ -29,6 +29,8 @@ import time
 from typing import Any
 from typing import TextIO
 
+from absl import flags
+
 from reproductions import publish
 from run import cell_flags
 from run import preload
@@ -618,6 +620,31 @@ def refuse_unfinished(
       flush=True,
     )
   return bool(left)
+
+
+DRY_RUN_HELP = 'Print the trainer commands and where the report goes; write nothing.'
+
+
+def define_output_flags(
+  runs_dir: str | None,
+  *,
+  runs_dir_help: str = 'Where the cells run.',
+  dry_run_help: str = DRY_RUN_HELP,
+) -> None:
+  """Every cell driver's --runs_dir, --out (default report/ under the runs directory), --publish,
+  --report_only and --dry_run, as `drive` and `publish.output_from_flags` read them."""
+  flags.DEFINE_string('runs_dir', runs_dir, runs_dir_help)
+  flags.DEFINE_string(
+    'out',
+    runs_dir and f'{runs_dir}/report',
+    'Where the tables and figures go (default: report/ under the runs directory; not a committed '
+    'results folder: see --publish).',
+  )
+  flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
+  flags.DEFINE_bool(
+    'report_only', False, 'Do not train; write the report from the runs as they are.'
+  )
+  flags.DEFINE_bool('dry_run', False, dry_run_help)
 
 
 class UsageError(ValueError):

@@ -23,6 +23,7 @@ leaves the previous file whole, never half of a new one. Each says which code wr
 `code_version()`, the checkout's as the driver started (not as its own first outputs left it).
 """
 
+from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
 import contextlib
@@ -86,6 +87,16 @@ def save_figure(fig: Any, path: str, **kwargs: Any) -> None:
   finally:
     with contextlib.suppress(FileNotFoundError):
       os.remove(tmp)
+
+
+def markdown_table(head: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
+  """The lines of a markdown table: `head`, the separator, then one line per row (str() of
+  each value)."""
+  return [
+    '| ' + ' | '.join(str(v) for v in head) + ' |',
+    '|' + '---|' * len(head),
+    *('| ' + ' | '.join(str(v) for v in row) + ' |' for row in rows),
+  ]
 
 
 class PublishError(ValueError):

@@ -153,3 +153,13 @@ def test_every_committed_figure_states_its_command_date_and_code_version():
     assert re.search(r'^tff-adaptive, code version [0-9a-f]{7}', text.get('Software', '')), name
     assert re.match(r'20\d\d-\d\d-\d\dT', text.get('Creation Time', '')), name
     assert not re.search(r'/work/|/home/|/tmp/', text['Source']), name
+
+
+def test_markdown_table_lines():
+  assert publish.markdown_table(['a', 'b'], [[1, None], ('x', 2.5)]) == [
+    '| a | b |',
+    '|---|---|',
+    '| 1 | None |',
+    '| x | 2.5 |',
+  ]
+  assert publish.markdown_table(('only',), []) == ['| only |', '|---|']

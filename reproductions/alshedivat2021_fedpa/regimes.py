@@ -44,6 +44,7 @@ from absl import logging
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions.alshedivat2021_fedpa import cell_results
 from reproductions.alshedivat2021_fedpa import paper_setup
 from tff_adaptive.loop import targets
 
@@ -71,17 +72,8 @@ flags.DEFINE_integer('burnin_rounds', 100, 'FedPA server burn-in rounds (FedAvg 
 flags.DEFINE_integer('parallel', 2, 'Trainers at once (each on one TF thread).')
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 50, 'Checkpoint every this many rounds.')
-flags.DEFINE_string('runs_dir', None, 'Where the cells run (default runs/fedpa_regimes_<task>).')
-flags.DEFINE_string(
-  'out',
-  None,
-  'Where the table and figure go (default: report/ under the runs directory; not a committed '
-  'results folder: see --publish).',
-)
-flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
-flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
-flags.DEFINE_bool(
-  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
+cell_runner.define_output_flags(
+  None, runs_dir_help='Where the cells run (default runs/fedpa_regimes_<task>).'
 )
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
@@ -95,7 +87,7 @@ SETTINGS = (
   'burnin_rounds',
   'rounds_per_eval',
 )
-LAST_EVALS = 5
+LAST_EVALS = cell_results.LAST_EVALS
 ACCURACY_LAST = targets.window_column('accuracy', LAST_EVALS, 'evals')
 
 UsageError = cell_runner.UsageError
@@ -211,49 +203,9 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
 # -- Results. --------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class CellResult:
-  rounds: int = 0
-  curve: list[tuple[int, float]] = dataclasses.field(default_factory=list)  # (round, accuracy)
-  loss: float | None = None  # the last evaluation's test loss
-  corrections: list[float] = dataclasses.field(default_factory=list)  # after the burn-in
-  diverged: bool = False  # the trainer stopped on a non-finite loss (exit 3)
-
-  @property
-  def done(self) -> bool:
-    """Ran all --rounds rounds (a diverged or unfinished cell is left out of the means)."""
-    return self.rounds == FLAGS.rounds and bool(self.curve) and not self.diverged
-
-  @property
-  def final(self) -> float | None:
-    return 100 * self.curve[-1][1] if self.curve else None
-
-  @property
-  def last5(self) -> float | None:
-    return 100 * statistics.mean(a for _, a in self.curve[-LAST_EVALS:]) if self.curve else None
-
-  @property
-  def correction(self) -> float | None:
-    return statistics.mean(self.corrections) if self.corrections else None
-
-
-def cell_result(runs_dir: str, cell: Cell) -> CellResult:
-  rows = cell_runner.read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
-  status = cell_runner.read_status(runs_dir, cell) or {}
-  result = CellResult(
-    rounds=cell_runner.last_round(rows),
-    diverged=status.get('exit_code') == cell_runner.EXIT_DIVERGED,
-  )
-  for row in sorted(rows, key=lambda r: cell_runner.to_float(r.get('round_num')) or 0):
-    round_num = int(cell_runner.to_float(row['round_num']))
-    accuracy = cell_runner.to_float(row.get('eval_accuracy'))
-    if accuracy is not None:
-      result.curve.append((round_num, accuracy))
-      result.loss = cell_runner.to_float(row.get('eval_loss'))
-    correction = cell_runner.to_float(row.get('client_delta_correction_mean'))
-    if correction is not None and round_num > FLAGS.burnin_rounds:
-      result.corrections.append(correction)
-  return result
+def done(result: cell_results.CellResult) -> bool:
+  """Ran all --rounds rounds (a diverged or unfinished cell is left out of the means)."""
+  return result.rounds == FLAGS.rounds and bool(result.curve) and not result.diverged
 
 
 def _mean_std(values: list) -> tuple[float | None, float | None]:
@@ -272,7 +224,7 @@ def _fmt(mean_std, digits: int = 2, sign: bool = False) -> str:
   return text if std is None else f'{text} +- {std:.{digits}f}'
 
 
-def summary_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
+def summary_rows(cells: list[Cell], results: dict[str, cell_results.CellResult]) -> list[dict]:
   """One row per (data set, E, algorithm/rho): means over the seeds that ran all rounds (how
   many diverged is counted), and FedPA - FedAvg paired by seed where both ran all rounds."""
   fedavg = {(c.data_set, c.epochs, c.seed): results[c.name] for c in cells if c.shrinkage is None}
@@ -281,7 +233,7 @@ def summary_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict
     groups.setdefault((cell.data_set, cell.epochs, cell.shrinkage), []).append(cell)
   rows = []
   for (data_set, epochs, rho), members in groups.items():
-    finished = [c for c in members if results[c.name].done]
+    finished = [c for c in members if done(results[c.name])]
     res = [results[c.name] for c in finished]
     row = {
       'data_set': data_set,
@@ -295,7 +247,7 @@ def summary_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict
       ('final_accuracy', [r.final for r in res]),
       (ACCURACY_LAST, [r.last5 for r in res]),
       ('final_loss', [r.loss for r in res]),
-      ('correction', [r.correction for r in res]),
+      ('correction', [r.correction_after(FLAGS.burnin_rounds) for r in res]),
     ):
       mean, std = _mean_std(values)
       row[key] = '' if mean is None else round(mean, 4)
@@ -303,7 +255,7 @@ def summary_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict
     paired = {}  # seed -> FedPA - FedAvg, mean of the last 5 evaluations
     for c in finished:
       base = fedavg.get((data_set, epochs, c.seed))
-      if rho is not None and base is not None and base.done:
+      if rho is not None and base is not None and done(base):
         paired[c.seed] = results[c.name].last5 - base.last5
     mean, std = _mean_std(list(paired.values()))
     row['difference_last5'] = '' if mean is None else round(mean, 4)
@@ -322,7 +274,7 @@ def _cell(row: dict, key: str, digits: int = 2, sign: bool = False) -> str:
 
 def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
   os.makedirs(out, exist_ok=True)
-  results = {c.name: cell_result(runs_dir, c) for c in cells}
+  results = {c.name: cell_results.read(runs_dir, c) for c in cells}
   rows = summary_rows(cells, results)
   stem = f'regimes_{FLAGS.task}'
   with publish.atomic_output(os.path.join(out, f'{stem}.csv'), newline='') as f:
@@ -366,7 +318,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
   write_figure(cells, results, os.path.join(out, f'{stem}.png'))
 
 
-def write_figure(cells: list[Cell], results: dict[str, CellResult], path: str) -> None:
+def write_figure(cells: list[Cell], results: dict[str, cell_results.CellResult], path: str) -> None:
   """One panel per (data set, E): FedPA - FedAvg test accuracy over rounds, per rho, the mean
   over the seeds both ran."""
   import matplotlib  # pylint: disable=g-import-not-at-top
@@ -389,7 +341,7 @@ def write_figure(cells: list[Cell], results: dict[str, CellResult], path: str) -
           if (cell.data_set, cell.epochs, cell.shrinkage) != (data_set, e, rho):
             continue
           base = results[f'{data_set}_E{e}_fedavg_seed{cell.seed}']
-          if not (base.done and results[cell.name].done):
+          if not (done(base) and done(results[cell.name])):
             continue
           base = dict(base.curve)
           for round_num, accuracy in results[cell.name].curve:

@@ -34,6 +34,7 @@ from absl import logging
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions.alshedivat2021_fedpa import cell_results
 from reproductions.alshedivat2021_fedpa import paper_setup
 from tff_adaptive.loop import targets
 
@@ -45,21 +46,11 @@ flags.DEFINE_integer('parallel', 2, 'Trainers at once (each on one TF thread).')
 flags.DEFINE_integer('rounds_per_eval', 5, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many rounds.')
 flags.DEFINE_list('targets', ['0.75', '0.8'], 'Accuracy thresholds for rounds-to-target.')
-flags.DEFINE_string('runs_dir', 'runs/fedpa_fmnist', 'Where the cells run.')
-flags.DEFINE_string(
-  'out',
-  'runs/fedpa_fmnist/report',
-  'Where the table and figure go (not a committed results folder: see --publish).',
-)
-flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
-flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
-flags.DEFINE_bool(
-  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
-)
+cell_runner.define_output_flags('runs/fedpa_fmnist')
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = ('rounds', 'seeds', 'burnin_rounds', 'shrinkage', 'rounds_per_eval', 'targets')
-LAST_EVALS = 5
+LAST_EVALS = cell_results.LAST_EVALS
 # The column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
 ACCURACY_LAST = targets.window_column('accuracy', LAST_EVALS, 'evals')
 
@@ -112,41 +103,6 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
   return [sys.executable, '-m', 'run.federated_trainer', *args]
 
 
-@dataclasses.dataclass
-class CellResult:
-  rounds: int = 0
-  curve: list[tuple[int, float]] = dataclasses.field(default_factory=list)
-  worst30: float | None = None
-  corrections: list[tuple[int, float]] = dataclasses.field(default_factory=list)
-
-  @property
-  def final(self) -> float | None:
-    return 100 * self.curve[-1][1] if self.curve else None
-
-  @property
-  def last5(self) -> float | None:
-    """The mean of the last LAST_EVALS evaluations, %."""
-    return 100 * statistics.mean(a for _, a in self.curve[-LAST_EVALS:]) if self.curve else None
-
-  def rounds_to(self, threshold: float) -> int | None:
-    return targets.rounds_to_target(self.curve, threshold)
-
-
-def cell_result(runs_dir: str, cell: Cell) -> CellResult:
-  rows = cell_runner.read_metrics(os.path.join(runs_dir, cell.name, 'metrics.csv'))
-  result = CellResult(rounds=cell_runner.last_round(rows))
-  for row in sorted(rows, key=lambda r: cell_runner.to_float(r.get('round_num')) or 0):
-    round_num = int(cell_runner.to_float(row['round_num']))
-    accuracy = cell_runner.to_float(row.get('eval_accuracy'))
-    if accuracy is not None:
-      result.curve.append((round_num, accuracy))
-      result.worst30 = cell_runner.to_float(row.get('eval_client_accuracy_worst30'))
-    correction = cell_runner.to_float(row.get('client_delta_correction_mean'))
-    if correction is not None:
-      result.corrections.append((round_num, correction))
-  return result
-
-
 def _fmt(value, digits=2) -> str:
   return '' if value is None else f'{value:.{digits}f}'
 
@@ -160,7 +116,7 @@ def _mean_std(values: list) -> str:
   return f'{statistics.mean(values):.2f} +- {statistics.stdev(values):.2f}'
 
 
-def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
+def table_rows(cells: list[Cell], results: dict[str, cell_results.CellResult]) -> list[dict]:
   thresholds = [float(t) for t in FLAGS.targets]
   rows = []
   for cell in cells:
@@ -179,11 +135,11 @@ def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
   return rows
 
 
-def summary_lines(cells: list[Cell], results: dict[str, CellResult]) -> list[str]:
+def summary_lines(cells: list[Cell], results: dict[str, cell_results.CellResult]) -> list[str]:
   thresholds = [float(t) for t in FLAGS.targets]
   head = ['algorithm', 'final accuracy %', 'mean of last 5 evals %', 'worst-30% clients %']
   head += [f'rounds to {100 * t:g}%' for t in thresholds]
-  lines = [f'| {" | ".join(head)} |', '|' + '---|' * len(head)]
+  body = []
   for algorithm in ALGORITHMS:
     group = [results[c.name] for c in cells if c.algorithm == algorithm]
     cols = [
@@ -195,7 +151,8 @@ def summary_lines(cells: list[Cell], results: dict[str, CellResult]) -> list[str
     for t in thresholds:
       reached = [r.rounds_to(t) for r in group]
       cols.append(', '.join('never' if x is None else str(x) for x in reached))
-    lines.append(f'| {" | ".join(cols)} |')
+    body.append(cols)
+  lines = publish.markdown_table(head, body)
   paired = {'final': [], 'last5': []}
   for seed in sorted({c.seed for c in cells}):
     pa, avg = results.get(f'fedpa_seed{seed}'), results.get(f'fedavg_seed{seed}')
@@ -214,7 +171,7 @@ def summary_lines(cells: list[Cell], results: dict[str, CellResult]) -> list[str
 
 def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
   os.makedirs(out, exist_ok=True)
-  results = {c.name: cell_result(runs_dir, c) for c in cells}
+  results = {c.name: cell_results.read(runs_dir, c) for c in cells}
   rows = table_rows(cells, results)
   with publish.atomic_output(os.path.join(out, 'fedpa_fmnist.csv'), newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -234,9 +191,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     '',
     *summary_lines(cells, results),
     '',
-    '| ' + ' | '.join(rows[0]) + ' |',
-    '|' + '---|' * len(rows[0]),
-    *('| ' + ' | '.join(str(v) for v in row.values()) + ' |' for row in rows),
+    *publish.markdown_table(rows[0], [row.values() for row in rows]),
   ]
   with publish.atomic_output(os.path.join(out, 'fedpa_fmnist.md')) as f:
     f.write('\n'.join(lines) + '\n')
@@ -245,7 +200,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
   write_figure(cells, results, out)
 
 
-def write_figure(cells: list[Cell], results: dict[str, CellResult], out: str) -> None:
+def write_figure(cells: list[Cell], results: dict[str, cell_results.CellResult], out: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
 
   matplotlib.use('Agg')

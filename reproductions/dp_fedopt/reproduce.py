@@ -71,17 +71,7 @@ flags.DEFINE_integer('seed', 1, 'Seed of every cell (data partition, sampling, n
 flags.DEFINE_integer('parallel', 2, 'Trainers at once (each on one TF thread).')
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many rounds.')
-flags.DEFINE_string('runs_dir', 'runs/dp_fmnist', 'Where the cells run.')
-flags.DEFINE_string(
-  'out',
-  'runs/dp_fmnist/report',
-  'Where the table and figure go (not a committed results folder: see --publish).',
-)
-flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
-flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
-flags.DEFINE_bool(
-  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
-)
+cell_runner.define_output_flags('runs/dp_fmnist')
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = (
@@ -288,9 +278,8 @@ def summary_lines(cells: list[Cell], results: dict[str, CellResult]) -> list[str
     f'Mean test accuracy of the last {LAST_EVALS} evaluations (%), by noise multiplier z and '
     'the epsilon it spends (the tree spends more for the same z: its epsilon is in its cells):',
     '',
-    f'| {" | ".join(head)} |',
-    '|' + '---|' * len(head),
   ]
+  body = []
   for rule in DP_RULES:
     for config in CLIP_RULES[rule]:
       cols = [_label(Cell('', rule, config, None))]
@@ -300,7 +289,8 @@ def summary_lines(cells: list[Cell], results: dict[str, CellResult]) -> list[str
         r = results[f'{rule}_{config}_z{z:g}']
         tree_eps = f' (eps {_fmt(r.epsilon)})' if rule == 'tree' and r.epsilon is not None else ''
         cols.append(_fmt(r.last5) + tree_eps)
-      lines.append(f'| {" | ".join(cols)} |')
+      body.append(cols)
+  lines += publish.markdown_table(head, body)
   aware = []
   for z in zs:
     plain, fixed = (
@@ -361,9 +351,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     '',
     *summary_lines(cells, results),
     '',
-    '| ' + ' | '.join(rows[0]) + ' |',
-    '|' + '---|' * len(rows[0]),
-    *('| ' + ' | '.join(str(v) for v in row.values()) + ' |' for row in rows),
+    *publish.markdown_table(rows[0], [row.values() for row in rows]),
   ]
   with publish.atomic_output(os.path.join(out, 'dp_fmnist.md')) as f:
     f.write('\n'.join(lines) + '\n')

@@ -97,22 +97,11 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 100, 'Checkpoint every this many rounds.')
-flags.DEFINE_string(
-  'runs_dir',
+cell_runner.define_output_flags(
   'runs/ju_synthetic',
-  'Where the cells run (with --engine=vectorised the default is runs/ju_synthetic_vectorised: '
-  'a run directory records its engine, so the two engines keep their cells apart).',
-)
-flags.DEFINE_string(
-  'out',
-  'runs/ju_synthetic/report',
-  'Where the tables and figures go (default: report/ under the runs directory; not a committed '
-  'results folder: see --publish).',
-)
-flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
-flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
-flags.DEFINE_bool(
-  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
+  runs_dir_help='Where the cells run (with --engine=vectorised the default is '
+  'runs/ju_synthetic_vectorised: a run directory records its engine, so the two engines keep '
+  'their cells apart).',
 )
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).

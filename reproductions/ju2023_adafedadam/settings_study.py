@@ -64,17 +64,7 @@ flags.DEFINE_enum(
 flags.DEFINE_integer('clients_per_chunk', 10, "With --engine=vectorised: the trainer's.")
 flags.DEFINE_integer('rounds_per_eval', 50, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 100, 'Checkpoint every this many rounds.')
-flags.DEFINE_string('runs_dir', 'runs/ju_settings', 'Where the cells run.')
-flags.DEFINE_string(
-  'out',
-  'runs/ju_settings/report',
-  'Where the table and figure go (not a committed results folder: see --publish).',
-)
-flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
-flags.DEFINE_bool('report_only', False, 'Write the report from the runs as they are.')
-flags.DEFINE_bool(
-  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
-)
+cell_runner.define_output_flags('runs/ju_settings')
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = ('rounds', 'seeds', 'data_sets', 'algorithms', 'fedprox_mu', 'engine', 'rounds_per_eval')

@@ -138,19 +138,7 @@ flags.DEFINE_integer('seed', 1, 'Seed of every cell.')
 flags.DEFINE_integer('parallel', 1, 'Trainer processes at once.')
 flags.DEFINE_integer('rounds_per_eval', 25, 'Evaluate every this many rounds (and the last).')
 flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many rounds.')
-flags.DEFINE_string(
-  'out',
-  'runs/kim2024_table1/report',
-  'Where the tables and figures go (not a committed results folder: see --publish).',
-)
-flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
-flags.DEFINE_string('runs_dir', 'runs/kim2024_table1', 'Where the trainer runs and logs go.')
-flags.DEFINE_bool(
-  'report_only', False, 'Do not train; build the tables and figures from --runs_dir.'
-)
-flags.DEFINE_bool(
-  'dry_run', False, 'Print the trainer commands and where the report goes; write nothing.'
-)
+cell_runner.define_output_flags('runs/kim2024_table1')
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = ('rounds', 'alphas', 'rows', 'extra_rows', 'fedadam_rows', 'seed', 'rounds_per_eval')
@@ -338,21 +326,23 @@ def write_csv(path: str, rows: list[dict]) -> None:
 
 
 def markdown_table(rows: list[dict]) -> list[str]:
-  lines = ['| ' + ' | '.join(COLUMNS) + ' |', '|' + '---|' * len(COLUMNS)]
-  for row in rows:
-    values = [
-      row['alpha'],
-      row['optimizer'],
-      _fmt(row['published']),
-      _fmt(row['ours'], 2),
-      _fmt(row[OURS_LAST], 2),
-      _fmt(row['difference'], 2, sign=True),
-      str(row['rounds']),
-      '' if row['eval_round'] is None else str(row['eval_round']),
-      row['status'],
-    ]
-    lines.append('| ' + ' | '.join(values) + ' |')
-  return lines
+  return publish.markdown_table(
+    COLUMNS,
+    [
+      [
+        row['alpha'],
+        row['optimizer'],
+        _fmt(row['published']),
+        _fmt(row['ours'], 2),
+        _fmt(row[OURS_LAST], 2),
+        _fmt(row['difference'], 2, sign=True),
+        row['rounds'],
+        '' if row['eval_round'] is None else row['eval_round'],
+        row['status'],
+      ]
+      for row in rows
+    ],
+  )
 
 
 def _rank(scores: dict[str, float], name: str) -> int:

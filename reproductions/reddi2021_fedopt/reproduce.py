@@ -113,11 +113,11 @@ flags.DEFINE_bool(
   'Fork each cell from one process that imported TF and TFF (--nopreload: a new trainer process '
   'per cell; the same numbers, to compare cells per hour).',
 )
-flags.DEFINE_string('runs_dir', None, 'Trainer runs and logs (default runs/reddi2021/<task>).')
-flags.DEFINE_string('out', None, 'Tables and figures (default <runs_dir>/report).')
-flags.DEFINE_bool('publish', False, publish.PUBLISH_HELP)
-flags.DEFINE_bool('report_only', False, 'Do not train; report what --runs_dir holds.')
-flags.DEFINE_bool('dry_run', False, 'Print the first stage of trainer commands; write nothing.')
+cell_runner.define_output_flags(
+  None,
+  runs_dir_help='Where the cells run (default runs/reddi2021/<task>).',
+  dry_run_help='Print the first stage of trainer commands; write nothing.',
+)
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values.
 SETTINGS = (
@@ -672,25 +672,24 @@ def write_table(s: Search, cells, chosen, out: str) -> list[str]:
       else ''
     ),
     '',
-    '| ' + ' | '.join(TABLE_COLUMNS) + ' |',
-    '|' + '---|' * len(TABLE_COLUMNS),
+    *publish.markdown_table(
+      TABLE_COLUMNS,
+      [
+        [
+          _fmt(row[k], sign=k == 'difference')
+          if k in ('ours', 'ours_std', 'difference')
+          else ('' if row[k] is None else row[k])
+          for k in TABLE_COLUMNS
+        ]
+        for row in rows
+      ],
+    ),
   ]
-  for row in rows:
-    lines.append(
-      '| '
-      + ' | '.join(
-        _fmt(row[k], sign=k == 'difference')
-        if k in ('ours', 'ours_std', 'difference')
-        else ('' if row[k] is None else str(row[k]))
-        for k in TABLE_COLUMNS
-      )
-      + ' |'
-    )
   lines += ['', *claim_lines(s, cells, rows, chosen)]
   md_path = os.path.join(out, f'table1_{FLAGS.task}.md')
   with publish.atomic_output(md_path) as f:
     f.write('\n'.join(lines) + '\n')
-  print('\n'.join(lines[lines.index('| ' + ' | '.join(TABLE_COLUMNS) + ' |') :]))
+  print('\n'.join(lines[lines.index(publish.markdown_table(TABLE_COLUMNS, [])[0]) :]))
   return [md_path, csv_path]
 
 
