@@ -29,6 +29,7 @@ import time
 from typing import Any
 from typing import TextIO
 
+from absl import app
 from absl import flags
 
 from reproductions import publish
@@ -632,11 +633,12 @@ def define_output_flags(
   dry_run_help: str = DRY_RUN_HELP,
 ) -> None:
   """Every cell driver's --runs_dir, --out (default report/ under the runs directory), --publish,
-  --report_only and --dry_run, as `drive` and `publish.output_from_flags` read them."""
+  --report_only and --dry_run, as `drive` and `publish.output_from_flags` read them. Defined in
+  this module: a driver lists them in its --help with `flags.adopt_module_key_flags(cell_runner)`."""
   flags.DEFINE_string('runs_dir', runs_dir, runs_dir_help)
   flags.DEFINE_string(
     'out',
-    runs_dir and f'{runs_dir}/report',
+    None,
     'Where the tables and figures go (default: report/ under the runs directory; not a committed '
     'results folder: see --publish).',
   )
@@ -645,6 +647,28 @@ def define_output_flags(
     'report_only', False, 'Do not train; write the report from the runs as they are.'
   )
   flags.DEFINE_bool('dry_run', False, dry_run_help)
+
+
+HELP_ARGS = ('--help', '-help', '-h', '--helpshort', '-helpshort', '-?')
+
+
+def app_run(main: Callable[[list[str]], int]) -> None:
+  """absl's `app.run(main)` for a reproduction script, except that --help (-h, --helpshort)
+  prints the script's usage and flags and exits 0 (absl's: 1), and an unknown flag or a bad
+  value is one line `<script>: error: ...; see --help` with exit 2 (absl's: FATAL, exit 1)."""
+  args = sys.argv[1 : sys.argv.index('--')] if '--' in sys.argv else sys.argv[1:]
+  if any(arg in HELP_ARGS for arg in args):
+    app.usage(shorthelp=True, writeto_stdout=True, exitcode=0)
+
+  def parse(argv: list[str]) -> list[str]:
+    try:
+      return flags.FLAGS(argv)
+    except flags.Error as e:
+      script = os.path.splitext(os.path.basename(argv[0]))[0]
+      print(f'{script}: error: {e}; see --help', file=sys.stderr, flush=True)
+      sys.exit(2)
+
+  app.run(main, flags_parser=parse)
 
 
 class UsageError(ValueError):

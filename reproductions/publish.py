@@ -264,10 +264,13 @@ def output_from_flags(
   entry: str | None = None,
 ) -> str:
   """`output` for a driver's absl flags: its --out (or `out`, the driver's computed default when
-  --out is unset), --publish, and the values of the flags named in `settings`."""
+  --out is unset; else report/ under --runs_dir), --publish, and the values of the flags named in
+  `settings`."""
+  if out is None:
+    out = flag_values.out or os.path.join(flag_values.runs_dir, 'report')
   return output(
     driver,
-    flag_values.out if out is None else out,
+    out,
     publish=flag_values.publish,
     explicit=flag_values['out'].present,
     settings={name: flag_values[name].value for name in settings},

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from absl import flags
+import pytest
 
 from run import flag_reference
 from run import flags as trainer_flags
@@ -88,6 +89,7 @@ def test_readme_is_a_front_page():
 _DOCS_DRIVER = """
 import json, sys
 from absl import flags
+import pytest
 from run import flags as trainer_flags
 from tff_adaptive.tasks import catalog
 results = []
@@ -140,3 +142,39 @@ def test_every_documented_trainer_command_is_accepted():
   errors = json.loads(result.stdout.splitlines()[-1])
   refused = [f'{path}: {args}: {e}' for (path, args), e in zip(commands, errors) if e]
   assert refused == []
+
+
+DRIVERS = (
+  'reproductions.alshedivat2021_fedpa.regimes',
+  'reproductions.alshedivat2021_fedpa.reproduce_fmnist',
+  'reproductions.dp_fedopt.reproduce',
+  'reproductions.ju2023_adafedadam.reproduce_synthetic',
+  'reproductions.ju2023_adafedadam.settings_study',
+  'reproductions.kim2024_delta_sgd.reproduce',
+  'reproductions.reddi2021_fedopt.reproduce',
+)
+
+
+@pytest.mark.parametrize('driver', DRIVERS)
+def test_driver_help_lists_the_output_flags(driver):
+  """The flags `cell_runner.define_output_flags` defines for every driver are in its --help."""
+  result = subprocess.run(
+    [sys.executable, '-m', driver, '--help'], cwd=REPO, capture_output=True, text=True, timeout=120
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  for flag in ('--runs_dir:', '--out:', '--[no]publish:', '--[no]report_only:', '--[no]dry_run:'):
+    assert f'\n  {flag}' in result.stdout, (driver, flag)
+
+
+def test_driver_bad_flag_is_one_line_with_exit_2():
+  result = subprocess.run(
+    [sys.executable, '-m', DRIVERS[0], '--rounds=many'],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines() == [
+    "regimes: error: flag --rounds=many: invalid literal for int() with base 10: 'many'; see --help"
+  ]

@@ -57,11 +57,11 @@ import os
 import sys
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
 
+from reproductions import cell_runner
 from reproductions import publish
 import tff_adaptive  # noqa: F401  (first: quiets TensorFlow's C++ logging before TF loads)
 
@@ -561,4 +561,4 @@ def main(argv):
 
 if __name__ == '__main__':
   define_flags()
-  app.run(main)
+  cell_runner.app_run(main)

@@ -38,7 +38,6 @@ import os
 import statistics
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -75,6 +74,7 @@ flags.DEFINE_integer('rounds_per_checkpoint', 50, 'Checkpoint every this many ro
 cell_runner.define_output_flags(
   None, runs_dir_help='Where the cells run (default runs/fedpa_regimes_<task>).'
 )
+flags.adopt_module_key_flags(cell_runner)  # listed in --help with the driver's own
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = (
@@ -393,4 +393,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cell_runner.app_run(main)

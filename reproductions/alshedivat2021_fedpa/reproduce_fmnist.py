@@ -28,7 +28,6 @@ import os
 import statistics
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -47,6 +46,7 @@ flags.DEFINE_integer('rounds_per_eval', 5, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many rounds.')
 flags.DEFINE_list('targets', ['0.75', '0.8'], 'Accuracy thresholds for rounds-to-target.')
 cell_runner.define_output_flags('runs/fedpa_fmnist')
+flags.adopt_module_key_flags(cell_runner)  # listed in --help with the driver's own
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = ('rounds', 'seeds', 'burnin_rounds', 'shrinkage', 'rounds_per_eval', 'targets')
@@ -266,4 +266,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cell_runner.app_run(main)

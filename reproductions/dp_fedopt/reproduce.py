@@ -40,7 +40,6 @@ import os
 import statistics
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -72,6 +71,7 @@ flags.DEFINE_integer('parallel', 2, 'Trainers at once (each on one TF thread).')
 flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many rounds.')
 cell_runner.define_output_flags('runs/dp_fmnist')
+flags.adopt_module_key_flags(cell_runner)  # listed in --help with the driver's own
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = (
@@ -440,4 +440,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cell_runner.app_run(main)

@@ -44,7 +44,6 @@ import shlex
 import statistics
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import pandas as pd
@@ -103,6 +102,7 @@ cell_runner.define_output_flags(
   'runs/ju_synthetic_vectorised: a run directory records its engine, so the two engines keep '
   'their cells apart).',
 )
+flags.adopt_module_key_flags(cell_runner)  # listed in --help with the driver's own
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = (
@@ -582,4 +582,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cell_runner.app_run(main)

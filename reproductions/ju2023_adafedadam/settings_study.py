@@ -29,7 +29,6 @@ import json
 import os
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
@@ -65,6 +64,7 @@ flags.DEFINE_integer('clients_per_chunk', 10, "With --engine=vectorised: the tra
 flags.DEFINE_integer('rounds_per_eval', 50, 'Evaluate every this many rounds.')
 flags.DEFINE_integer('rounds_per_checkpoint', 100, 'Checkpoint every this many rounds.')
 cell_runner.define_output_flags('runs/ju_settings')
+flags.adopt_module_key_flags(cell_runner)  # listed in --help with the driver's own
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = ('rounds', 'seeds', 'data_sets', 'algorithms', 'fedprox_mu', 'engine', 'rounds_per_eval')
@@ -383,4 +383,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cell_runner.app_run(main)

@@ -28,9 +28,9 @@ import csv
 import os
 import sys
 
-from absl import app
 from absl import flags
 
+from reproductions import cell_runner
 from reproductions import publish
 import tff_adaptive  # noqa: F401  (first: quiets TensorFlow's C++ logging before TF loads)
 
@@ -165,4 +165,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cell_runner.app_run(main)

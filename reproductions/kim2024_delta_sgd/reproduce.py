@@ -64,7 +64,6 @@ import os
 import shlex
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -139,6 +138,7 @@ flags.DEFINE_integer('parallel', 1, 'Trainer processes at once.')
 flags.DEFINE_integer('rounds_per_eval', 25, 'Evaluate every this many rounds (and the last).')
 flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many rounds.')
 cell_runner.define_output_flags('runs/kim2024_table1')
+flags.adopt_module_key_flags(cell_runner)  # listed in --help with the driver's own
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
 SETTINGS = ('rounds', 'alphas', 'rows', 'extra_rows', 'fedadam_rows', 'seed', 'rounds_per_eval')
@@ -577,4 +577,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cell_runner.app_run(main)

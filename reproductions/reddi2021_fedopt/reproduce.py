@@ -40,7 +40,6 @@ import shlex
 import sys
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -118,6 +117,7 @@ cell_runner.define_output_flags(
   runs_dir_help='Where the cells run (default runs/reddi2021/<task>).',
   dry_run_help='Print the first stage of trainer commands; write nothing.',
 )
+flags.adopt_module_key_flags(cell_runner)  # listed in --help with the driver's own
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values.
 SETTINGS = (
@@ -877,4 +877,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cell_runner.app_run(main)
