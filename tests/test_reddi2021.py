@@ -484,3 +484,16 @@ def test_publish_refuses_unfinished_cells(tmp_path):
   assert 'reproduce: error: --publish: 100 cells have not finished' in result.stderr
   assert 'nothing was written' in result.stderr
   assert publish.digests(str(REPO / entry['out'])) == committed
+
+
+def test_window_drift_is_the_second_half_minus_the_first_half_of_the_window():
+  ramp = [(r, float(r)) for r in range(10, 251, 10)]  # rising by 1 per round
+  # (150, 200]: 160..200, mean 180; (200, 250]: 210..250, mean 230.
+  assert search.window_drift(ramp, 250, 100) == pytest.approx(50.0)
+  flat = [(r, 7.0) for r in range(10, 251, 10)]
+  assert search.window_drift(flat, 250, 100) == 0.0
+  assert search.window_drift([(250, 1.0)], 250, 100) is None  # nothing in the first half
+  rng = np.random.default_rng(5)
+  stats = search.window_stats(_rows(250, 1, rng), ACCURACY, window=100, total_rounds=250)
+  values = np.array([v for _, v in stats.curve])  # rounds 1..250
+  np.testing.assert_allclose(stats.drift, values[200:].mean() - values[150:200].mean())

@@ -488,6 +488,8 @@ def table_rows(s: Search, chosen: dict[str, list[search.Cell]]) -> list[dict]:
     values = [s.stats[c.name].metric for c in cells if s.stats[c.name].finished]
     values = [v for v in values if v is not None]
     ours = sum(values) / len(values) if values else None
+    drifts = [s.stats[c.name].drift for c in cells if s.stats[c.name].finished]
+    drifts = [d for d in drifts if d is not None]
     std = (
       math.sqrt(sum((v - ours) ** 2 for v in values) / (len(values) - 1))
       if len(values) > 1
@@ -504,6 +506,7 @@ def table_rows(s: Search, chosen: dict[str, list[search.Cell]]) -> list[dict]:
         'ours_std': None if std is None else round(std, 2),
         'seeds': f'{len(values)} of {len(cells)}' if cells else '0',
         'difference': None if ours is None or paper is None else round(ours - paper, 2),
+        'window_drift': round(sum(drifts) / len(drifts), 2) if drifts else None,
         'log10_client_lr': None if best is None else search.log_text(best.log_client),
         'log10_server_lr': None if best is None else search.log_text(best.log_server),
         'log10_tau': None
@@ -530,6 +533,7 @@ TABLE_COLUMNS = [
   'ours_std',
   'seeds',
   'difference',
+  'window_drift',
   'log10_client_lr',
   'log10_server_lr',
   'log10_tau',
@@ -664,7 +668,9 @@ def write_table(s: Search, cells, chosen, out: str) -> list[str]:
     '',
     f'`published`: {published_note}; `ours`: mean over the seeds of the selected cell of '
     f'{s.metric.label} averaged over the last {FLAGS.window} rounds, `ours_std` their standard '
-    'deviation; log10 rates: ours selected, and the published Tables 8-9.'
+    'deviation; `window_drift`: how far the metric still moved within that window (mean of its '
+    'second half minus its first half, mean over the seeds; about 0 on a plateau, where the '
+    'average is meant to be taken); log10 rates: ours selected, and the published Tables 8-9.'
     + (
       f' Task {FLAGS.task} draws its data from the seed (LEAF synthetic / the Dirichlet '
       'partition): the seeds are different datasets, and most of `ours_std` is between them.'
@@ -676,8 +682,8 @@ def write_table(s: Search, cells, chosen, out: str) -> list[str]:
       TABLE_COLUMNS,
       [
         [
-          _fmt(row[k], sign=k == 'difference')
-          if k in ('ours', 'ours_std', 'difference')
+          _fmt(row[k], sign=k in ('difference', 'window_drift'))
+          if k in ('ours', 'ours_std', 'difference', 'window_drift')
           else ('' if row[k] is None else row[k])
           for k in TABLE_COLUMNS
         ]

@@ -172,6 +172,7 @@ class CellStats:
     train_loss: mean training loss over rounds (R - window, R], R = rounds.
     metric: mean of the task metric (scaled as Table 1) over the evaluations in that window.
     evaluations: how many evaluations `metric` averages.
+    drift: how far the metric still moved within the window (`window_drift`).
     curve: (round, metric scaled) of every evaluation.
     examples: (round, examples processed so far by the clients) of every evaluation.
   """
@@ -181,6 +182,7 @@ class CellStats:
   train_loss: float | None = None
   metric: float | None = None
   evaluations: int = 0
+  drift: float | None = None
   curve: list[tuple[int, float]] = dataclasses.field(default_factory=list)
   examples: list[tuple[int, float]] = dataclasses.field(default_factory=list)
 
@@ -226,7 +228,21 @@ def window_stats(
       stats.examples.append((r, seen))
   stats.metric = targets.running_average(stats.curve, stats.rounds, window)
   stats.evaluations = sum(1 for r, _ in stats.curve if r > start)
+  stats.drift = window_drift(stats.curve, stats.rounds, window)
   return stats
+
+
+def window_drift(curve: Sequence[tuple[int, float]], rounds: int, window: int) -> float | None:
+  """The mean of the evaluations in the second half of the window (R - w/2, R] minus the mean
+  of those in its first half (R - w, R - w/2], R = `rounds`, w = `window`: about 0 when the
+  window lies on a plateau, where Table 1's last-window average is meant to be taken; a curve
+  still rising by s per round gives about s * w / 2. None without an evaluation in each half."""
+  start, middle = rounds - window, rounds - window / 2
+  first = [v for r, v in curve if start < r <= middle]
+  second = [v for r, v in curve if middle < r <= rounds]
+  if not first or not second:
+    return None
+  return sum(second) / len(second) - sum(first) / len(first)
 
 
 def select(cells: Iterable[Cell], stats: Mapping[str, CellStats]) -> Cell | None:
