@@ -6,7 +6,8 @@ Outputs under <root_output_dir>/<experiment_name>/:
 
 * hparams.json: the full configuration (`outputs.check_or_write_hparams`);
 * metrics.csv: one row per round (round_num, train_*, client_*, eval_*, eval_client_*),
-  written atomically through `tff.program.CSVFileReleaseManager` (WRITE mode: temp + rename);
+  written atomically (temp + rename) through `metrics_release.MetricsReleaseManager`, TFF's
+  `tff.program.CSVFileReleaseManager` in WRITE mode without its two re-reads of the file;
 * tensorboard/: the same metrics through `tff.program.TensorBoardReleaseManager`;
 * checkpoints/: the engine's server state through `tff.program.FileProgramStateManager`;
 * client_states/: stateful algorithms' per-client states (`client_states.ClientStateStore`),
@@ -36,6 +37,7 @@ import dataclasses
 import math
 import os
 import sys
+import threading
 import time
 from typing import NamedTuple
 from typing import TextIO
@@ -48,9 +50,33 @@ from tff_adaptive.core import seeds
 from tff_adaptive.engines import base as engine_base
 from tff_adaptive.loop import client_states
 from tff_adaptive.loop import evaluation
+from tff_adaptive.loop import metrics_release
 from tff_adaptive.loop import outputs
 from tff_adaptive.loop import stopping
 from tff_adaptive.loop import targets
+
+
+class _EventLoop(threading.local):
+  """This thread's event loop, kept for the process that made it (`_run_coroutine`)."""
+
+  loop: asyncio.AbstractEventLoop | None = None
+  pid: int | None = None
+
+
+_EVENT_LOOP = _EventLoop()
+
+
+def _run_coroutine(coroutine):
+  """`asyncio.run(coroutine)` on one event loop kept per process and thread. TFF's release and
+  state managers are coroutines whose file writes go through the loop's thread pool, which
+  `asyncio.run` makes and shuts down on every call: about 4 ms a metrics.csv row on a 2-core
+  CPU, as much as a small model's round (a grid of cells pays it once per cell and round). A
+  forked child (the drivers' preloaded trainers) makes its own: the parent's pool threads do
+  not exist in it."""
+  if _EVENT_LOOP.loop is None or _EVENT_LOOP.pid != os.getpid() or _EVENT_LOOP.loop.is_closed():
+    _EVENT_LOOP.loop, _EVENT_LOOP.pid = asyncio.new_event_loop(), os.getpid()
+  return _EVENT_LOOP.loop.run_until_complete(coroutine)
+
 
 # Checkpoints kept; the client-state store keeps the same number of snapshots, so that every
 # kept checkpoint can be resumed with its client states.
@@ -135,10 +161,10 @@ def _load_checkpoint(state_manager, checkpoint_dir, initial_state, warn):
   Raises:
     ResumeError: there are checkpoints and none of them loads.
   """
-  versions = asyncio.run(state_manager.get_versions()) or []
+  versions = _run_coroutine(state_manager.get_versions()) or []
   for version in sorted(versions, reverse=True):
     try:
-      return asyncio.run(state_manager.load(version, initial_state)), version
+      return _run_coroutine(state_manager.load(version, initial_state)), version
     except Exception as e:  # pylint: disable=broad-except  (any unreadable file)
       path = os.path.join(checkpoint_dir, f'program_state_{version}')
       aside = os.path.join(checkpoint_dir, f'unreadable_program_state_{version}')
@@ -350,9 +376,7 @@ class _Run:
     self.state, self.round = state, start_round
     if self.finished is not None:  # nothing to write: no writers (TensorBoard's makes a file)
       return
-    self.csv_manager = tff.program.CSVFileReleaseManager(
-      metrics_path, save_mode=tff.program.CSVSaveMode.WRITE, key_fieldname='round_num'
-    )
+    self.csv_manager = metrics_release.MetricsReleaseManager(metrics_path)
     self.tb_manager = tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard'))
     self.store = None
     if engine.algorithm.stateful_clients:
@@ -431,9 +455,9 @@ class _Run:
     self.round_times.append(seconds + time.perf_counter() - started)
     row['seconds_per_round'] = self.round_times[-1]
     with outputs.writing(self.metrics_path):
-      asyncio.run(self.csv_manager.release(row, round_num))
+      _run_coroutine(self.csv_manager.release(row, round_num))
     with outputs.writing(os.path.join(output_dir, 'tensorboard')):
-      asyncio.run(self.tb_manager.release(row, round_num))
+      _run_coroutine(self.tb_manager.release(row, round_num))
       # The writer would flush on its own schedule, where a failure (a full disk) is only
       # logged: flushed here, it raises in the round that wrote, and TensorBoard shows each
       # round as it ends.
@@ -478,7 +502,7 @@ class _Run:
         self.store.commit(round_num)  # before the checkpoint: every checkpoint has its snapshot
     path = os.path.join(self.output_dir, 'checkpoints', f'program_state_{round_num}')
     with outputs.writing(path):
-      asyncio.run(self.state_manager.save(self.state, round_num))
+      _run_coroutine(self.state_manager.save(self.state, round_num))
     self.checkpointed = round_num
 
   def worker_lost(self, round_num: int, error: Exception) -> WorkerLostError:
