@@ -136,13 +136,15 @@ def test_the_documented_publish_commands_are_the_recorded_settings():
   (--dry_run: its flags and the defaults are the recorded settings) and names the committed
   path; the committed tables' own Command lines carry the same flags, less --publish."""
   entries = json.loads((RESULTS / 'publish.json').read_text())
-  assert sorted(entries) == ['plot_step_sizes', 'reproduce']
+  # reproduce_seeds: the multi-seed result of the same driver (--seeds > 1).
+  assert sorted(entries) == ['plot_step_sizes', 'reproduce', 'reproduce_seeds']
   readme = (REPO / 'reproductions' / 'kim2024_delta_sgd' / 'README.md').read_text()
   readme = re.sub(r' *\\\n *', ' ', readme)  # join continued lines
   for name, entry in entries.items():
     assert entry['command'] in readme, name
     command = entry['command'].split()
-    assert command[:3] == ['.venv/bin/python', '-m', f'reproductions.kim2024_delta_sgd.{name}']
+    module = name.removesuffix('_seeds')
+    assert command[:3] == ['.venv/bin/python', '-m', f'reproductions.kim2024_delta_sgd.{module}']
     result = _run(command[2], *command[3:], '--dry_run')
     assert result.returncode == 0, result.stderr
     assert str(REPO / entry['out']) in result.stdout
@@ -151,6 +153,73 @@ def test_the_documented_publish_commands_are_the_recorded_settings():
     text = (RESULTS / table).read_text()
     recorded = re.search(r'- Command: `\.venv/bin/python -m run.reproduce_kim2024 (.*)`', text)
     assert ['--publish', *recorded.group(1).split()] == flags, table
+
+
+def test_several_seeds_give_the_mean_and_std_of_each_row(tmp_path):
+  """--seeds=2 with --alpha_rows: every (alpha, row) runs seed 1 and 2; the table's `ours` is the
+  mean of the two final accuracies in the cells' metrics.csv, `ours_std` their sample std."""
+  runs, out = tmp_path / 'runs', tmp_path / 'report'
+  args = [
+    '--alphas=0.1,1',
+    '--rows=sgd',
+    '--alpha_rows=1:delta_sgd_authors_code,sgdm',
+    '--fedadam_rows=',
+    '--seeds=2',
+    '--rounds=2',
+    '--rounds_per_eval=1',
+    '--parallel=2',
+    f'--runs_dir={runs}',
+    f'--out={out}',
+  ]
+  result = _run('reproductions.kim2024_delta_sgd.reproduce', *args)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert sorted(p.name for p in runs.iterdir() if p.is_dir()) == [
+    f'a{a}_{r}_seed{s}'
+    for a, r in (('0.1', 'sgd'), ('1', 'delta_sgd_authors_code'), ('1', 'sgdm'))
+    for s in (1, 2)
+  ]
+  with open(out / 'table1_fmnist.csv', newline='') as f:
+    rows = list(csv.DictReader(f))
+  assert [(r['alpha'], r['optimizer']) for r in rows] == [
+    ('0.1', 'sgd'),
+    ('1', 'delta_sgd_authors_code'),
+    ('1', 'sgdm'),
+  ]
+  for row in rows:
+    finals = []
+    for seed in (1, 2):
+      cell = f'a{row["alpha"]}_{row["optimizer"]}_seed{seed}'
+      with open(runs / cell / 'metrics.csv', newline='') as f:
+        finals.append(100 * float(list(csv.DictReader(f))[-1]['eval_accuracy']))
+    mean = (finals[0] + finals[1]) / 2
+    assert float(row['ours']) == pytest.approx(mean, abs=0.01)
+    # the sample std of two values: |a - b| / sqrt(2)
+    assert float(row['ours_std']) == pytest.approx(abs(finals[0] - finals[1]) / 2**0.5, abs=0.01)
+    assert row['ours_per_seed'] == f'1:{finals[0]:.2f} 2:{finals[1]:.2f}'
+    assert row['seeds'] == '2 of 2' and row['status'] == 'done' and row['rounds'] == '2'
+    assert float(row['difference']) == pytest.approx(mean - float(row['published']), abs=0.02)
+  assert finals[0] != finals[1]  # the seeds differ
+  markdown = (out / 'table1_fmnist.md').read_text()
+  assert 'seeds 1-2 (ours: the mean over them' in markdown
+  assert "Delta-SGD with the authors' code options" in markdown
+  assert (out / 'accuracy_alpha1.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+  assert not (out / 'table4_fedadam_fmnist.csv').exists()  # --fedadam_rows= : none
+
+
+@pytest.mark.parametrize(
+  'flag, message',
+  [
+    ('--alpha_rows=1', '--alpha_rows=1: expected ALPHA:ROW,ROW,... (e.g. 1:sgdm,delta_sgd)'),
+    ('--alpha_rows=0.5:sgd', '--alpha_rows: alpha 0.5 is not in --alphas (1,0.1,0.01)'),
+    ('--alpha_rows=1:sgd,lamb', '--alpha_rows: unknown lamb; valid: sgd,'),
+    ('--seeds=0', '--seeds=0 must be >= 1'),
+  ],
+)
+def test_bad_seeds_or_alpha_rows_are_one_line_errors(tmp_path, flag, message):
+  result = _run('reproductions.kim2024_delta_sgd.reproduce', flag, f'--out={tmp_path}', '--dry_run')
+  assert result.returncode == 2 and result.stdout == ''
+  assert result.stderr.startswith(f'reproduce: error: {message}'), result.stderr
+  assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_reproduction_rejects_an_unknown_row(tmp_path):

@@ -39,6 +39,13 @@ rewrites the committed results (500 rounds; `reproductions.publish` refuses othe
   .venv/bin/python -m reproductions.kim2024_delta_sgd.reproduce --publish --rounds=500 \\
       --parallel=2 --fedadam_rows=all --extra_rows
 
+--seeds=N runs every cell with seeds --seed, ..., --seed + N - 1 (cells `..._seed2`); the tables
+then give per (alpha, row) the mean of the seeds' final accuracies, their sample std and each
+seed's number, the figures the mean curve with the seeds' range. --alpha_rows=ALPHA:ROW,... picks
+one column's rows (e.g. only Delta-SGD and the best baseline), overriding --rows and --extra_rows
+there. The multi-seed result is committed apart (results/seeds, publish.json entry
+`reproduce_seeds`; the README has its command).
+
 Every trainer runs with TF_NUM_INTRAOP_THREADS=1 and TF_NUM_INTEROP_THREADS=1 (see `reproductions.cell_runner.child_env`:
 the thread count changes the numbers, so it is fixed rather than tied to --parallel).
 
@@ -133,7 +140,19 @@ flags.DEFINE_list(
   f'Client optimizers of the Table 4 cells (FedAdam server, alpha {FEDADAM_ALPHA}); `all` for '
   'the 8 (and the extra rows with --extra_rows), empty for none.',
 )
-flags.DEFINE_integer('seed', 1, 'Seed of every cell.')
+flags.DEFINE_integer('seed', 1, 'Seed of every cell (the first seed with --seeds).')
+flags.DEFINE_integer(
+  'seeds',
+  1,
+  'Seeds per cell: seed, seed + 1, ...; with more than one the tables give the mean and std '
+  'over them and --publish writes the multi-seed result (results/seeds).',
+)
+flags.DEFINE_multi_string(
+  'alpha_rows',
+  [],
+  'ALPHA:ROW,ROW,...: the Table 1 rows of one alpha, overriding --rows and --extra_rows for it '
+  '(extra rows by name), e.g. --alpha_rows=1:sgdm,delta_sgd,delta_sgd_authors_code; repeatable.',
+)
 flags.DEFINE_integer('parallel', 1, 'Trainer processes at once.')
 flags.DEFINE_integer('rounds_per_eval', 25, 'Evaluate every this many rounds (and the last).')
 flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many rounds.')
@@ -141,7 +160,19 @@ cell_runner.define_output_flags('runs/kim2024_table1')
 flags.adopt_module_key_flags(cell_runner)  # listed in --help with the driver's own
 FLAGS = flags.FLAGS
 # The flags that change the numbers: --publish requires the committed values (results/publish.json).
-SETTINGS = ('rounds', 'alphas', 'rows', 'extra_rows', 'fedadam_rows', 'seed', 'rounds_per_eval')
+SETTINGS = (
+  'rounds',
+  'alphas',
+  'rows',
+  'alpha_rows',
+  'extra_rows',
+  'fedadam_rows',
+  'seed',
+  'seeds',
+  'rounds_per_eval',
+)
+# publish.json's entry of the multi-seed result (--seeds > 1); the one-seed table is `reproduce`.
+SEEDS_ENTRY = 'reproduce_seeds'
 LAST_EVALS = 5
 # The column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
 OURS_LAST = targets.window_column('ours', LAST_EVALS, 'evals')
@@ -159,6 +190,7 @@ class Cell:
   server: str  # 'fedavg' (Table 1) or 'fedadam' (Table 4)
   alpha: str
   row: str
+  seed: int = 1
 
   @property
   def published(self) -> float:
@@ -194,26 +226,49 @@ def _check_rows(flag: str, names: list[str], valid: tuple[str, ...]) -> None:
     raise UsageError(f'--{flag}: unknown {", ".join(unknown)}; valid: {", ".join(valid)}')
 
 
+def _alpha_rows() -> dict[str, list[str]]:
+  """--alpha_rows as {alpha: rows}."""
+  found: dict[str, list[str]] = {}
+  for text in FLAGS.alpha_rows:
+    alpha, sep, rows = text.partition(':')
+    if not sep or not rows.strip():
+      raise UsageError(f'--alpha_rows={text}: expected ALPHA:ROW,ROW,... (e.g. 1:sgdm,delta_sgd)')
+    names = [r.strip() for r in rows.split(',') if r.strip()]
+    _check_rows('alpha_rows', names, ROWS + EXTRA_ROWS)
+    found[_alpha(alpha)] = list(dict.fromkeys(names))
+  return found
+
+
 def build_cells() -> list[Cell]:
-  """The cells of the flags: Table 1 (alphas x rows) then Table 4 (fedadam_rows)."""
+  """The cells of the flags, seed by seed: Table 1 (alphas x rows, or an alpha's --alpha_rows)
+  then Table 4 (fedadam_rows)."""
   alphas = [_alpha(a) for a in FLAGS.alphas]
   for alpha in alphas:
     if alpha not in TABLE1:
       raise UsageError(f'--alphas: no published number for alpha {alpha}; use 1, 0.1, 0.01')
   _check_rows('rows', FLAGS.rows, ROWS)
+  if FLAGS.seeds < 1:
+    raise UsageError(f'--seeds={FLAGS.seeds} must be >= 1')
   rows = list(FLAGS.rows) + (list(EXTRA_ROWS) if FLAGS.extra_rows else [])
+  per_alpha = _alpha_rows()
+  for alpha in per_alpha:
+    if alpha not in alphas:
+      raise UsageError(f'--alpha_rows: alpha {alpha} is not in --alphas ({",".join(alphas)})')
   fedadam_rows = list(ROWS) if FLAGS.fedadam_rows == ['all'] else list(FLAGS.fedadam_rows)
   _check_rows('fedadam_rows', fedadam_rows, ROWS + EXTRA_ROWS)
   if FLAGS.extra_rows and FLAGS.fedadam_rows == ['all']:
     fedadam_rows += list(EXTRA_ROWS)
-  seed = FLAGS.seed
-  cells = [
-    Cell(f'a{a}_{r}_seed{seed}', 'fedavg', a, r) for a in dict.fromkeys(alphas) for r in rows
-  ]
-  cells += [
-    Cell(f'fedadam_a{FEDADAM_ALPHA}_{r}_seed{seed}', 'fedadam', FEDADAM_ALPHA, r)
-    for r in dict.fromkeys(fedadam_rows)
-  ]
+  cells = []
+  for seed in range(FLAGS.seed, FLAGS.seed + FLAGS.seeds):
+    cells += [
+      Cell(f'a{a}_{r}_seed{seed}', 'fedavg', a, r, seed)
+      for a in dict.fromkeys(alphas)
+      for r in per_alpha.get(a, rows)
+    ]
+    cells += [
+      Cell(f'fedadam_a{FEDADAM_ALPHA}_{r}_seed{seed}', 'fedadam', FEDADAM_ALPHA, r, seed)
+      for r in dict.fromkeys(fedadam_rows)
+    ]
   return cells
 
 
@@ -226,7 +281,7 @@ def trainer_command(cell: Cell, runs_dir: str) -> list[str]:
     f'--total_rounds={FLAGS.rounds}',
     f'--rounds_per_eval={FLAGS.rounds_per_eval}',
     f'--rounds_per_checkpoint={FLAGS.rounds_per_checkpoint}',
-    f'--seed={FLAGS.seed}',
+    f'--seed={cell.seed}',
     f'--root_output_dir={runs_dir}',
     f'--experiment_name={cell.name}',
     *ROW_FLAGS[cell.row],
@@ -284,6 +339,9 @@ def _round(value: float | None) -> float | None:
 
 
 def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
+  """One row per cell (one seed); `seed_rows` when the cells have several seeds."""
+  if FLAGS.seeds > 1:
+    return seed_rows(cells, results)
   rows = []
   for cell in cells:
     result = results[cell.name]
@@ -304,6 +362,67 @@ def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
   return rows
 
 
+def _mean(values: list[float]) -> float | None:
+  return sum(values) / len(values) if values else None
+
+
+def _std(values: list[float]) -> float | None:
+  """Sample standard deviation (n - 1), None for fewer than two values."""
+  if len(values) < 2:
+    return None
+  mean = sum(values) / len(values)
+  return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def _status_summary(statuses: list[str]) -> str:
+  """'done' when every seed is; else the seeds' statuses, counted ('2 done; 1 partial ...')."""
+  if all(s == 'done' for s in statuses):
+    return 'done'
+  counts = dict.fromkeys(statuses, 0)
+  for s in statuses:
+    counts[s] += 1
+  return '; '.join(f'{n} {s}' for s, n in counts.items())
+
+
+def groups_by_row(cells: list[Cell]) -> dict[tuple[str, str, str], list[Cell]]:
+  """The cells of each (server, alpha, row), seeds in order, rows in the cells' order."""
+  groups: dict[tuple[str, str, str], list[Cell]] = {}
+  for cell in cells:
+    groups.setdefault((cell.server, cell.alpha, cell.row), []).append(cell)
+  return groups
+
+
+def seed_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
+  """One row per (alpha, row) over its seeds: `ours` the mean of the seeds' final accuracies
+  (a diverged or unfinished seed with its last evaluation, named in `status`), `ours_std` their
+  sample std, `ours_per_seed` each, OURS_LAST the mean over seeds of the last-5-evaluation mean."""
+  rows = []
+  for group in groups_by_row(cells).values():
+    found = [(c, results[c.name]) for c in group]
+    finals = [r.ours for _, r in found if r.ours is not None]
+    lasts = [r.mean_last for _, r in found if r.mean_last is not None]
+    mean = _mean(finals)
+    published = group[0].published
+    rows.append(
+      {
+        'alpha': group[0].alpha,
+        'optimizer': group[0].row,
+        'published': published,
+        'ours': _round(mean),
+        'ours_std': _round(_std(finals)),
+        'ours_per_seed': ' '.join(
+          f'{c.seed}:{"-" if r.ours is None else f"{r.ours:.2f}"}' for c, r in found
+        ),
+        OURS_LAST: _round(_mean(lasts)),
+        'difference': _round(None if mean is None else mean - published),
+        'rounds': min(r.rounds for _, r in found),
+        'seeds': f'{len(finals)} of {len(group)}',
+        'status': _status_summary([r.status for _, r in found]),
+      }
+    )
+  return rows
+
+
 COLUMNS = (
   'alpha',
   'optimizer',
@@ -315,31 +434,48 @@ COLUMNS = (
   'eval_round',
   'status',
 )
+SEED_COLUMNS = (
+  'alpha',
+  'optimizer',
+  'published',
+  'ours',
+  'ours_std',
+  'ours_per_seed',
+  OURS_LAST,
+  'difference',
+  'rounds',
+  'seeds',
+  'status',
+)
+# How the markdown shows a column (the CSV keeps the number).
+SHOWN = {
+  'published': lambda v: _fmt(v),
+  'ours': lambda v: _fmt(v, 2),
+  'ours_std': lambda v: _fmt(v, 2),
+  OURS_LAST: lambda v: _fmt(v, 2),
+  'difference': lambda v: _fmt(v, 2, sign=True),
+}
+
+
+def columns() -> tuple[str, ...]:
+  return SEED_COLUMNS if FLAGS.seeds > 1 else COLUMNS
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
+  head = columns()
   with publish.atomic_output(path, newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=COLUMNS)
+    writer = csv.DictWriter(f, fieldnames=head)
     writer.writeheader()
     for row in rows:
-      writer.writerow({k: '' if row[k] is None else row[k] for k in COLUMNS})
+      writer.writerow({k: '' if row[k] is None else row[k] for k in head})
 
 
 def markdown_table(rows: list[dict]) -> list[str]:
+  head = columns()
   return publish.markdown_table(
-    COLUMNS,
+    head,
     [
-      [
-        row['alpha'],
-        row['optimizer'],
-        _fmt(row['published']),
-        _fmt(row['ours'], 2),
-        _fmt(row[OURS_LAST], 2),
-        _fmt(row['difference'], 2, sign=True),
-        row['rounds'],
-        '' if row['eval_round'] is None else row['eval_round'],
-        row['status'],
-      ]
+      [SHOWN[k](row[k]) if k in SHOWN else ('' if row[k] is None else row[k]) for k in head]
       for row in rows
     ],
   )
@@ -410,7 +546,45 @@ def claim_check(rows: list[dict]) -> list[str]:
     found = behind.get(name, {'ours': [], 'published': []})
     cells = [f'yes ({"; ".join(found[k])})' if found[k] else 'no' for k in ('ours', 'published')]
     lines.append(f'| {name} | {cells[0]} | {cells[1]} |')
-  return lines
+  return lines + authors_code_check(rows)
+
+
+def authors_code_check(rows: list[dict]) -> list[str]:
+  """Delta-SGD with the authors' code options in place of the paper's rule: its rank among the
+  baselines of each alpha that has both (ours), and its gap to the best baseline."""
+  variant = 'delta_sgd_authors_code'
+  baselines = [n for n in ROWS if n != 'delta_sgd']
+  lines = []
+  for alpha in dict.fromkeys(r['alpha'] for r in rows):
+    ours = {
+      r['optimizer']: r['ours']
+      for r in rows
+      if r['alpha'] == alpha and r['ours'] is not None and r['optimizer'] in (*baselines, variant)
+    }
+    if variant not in ours or len(ours) < 2:
+      continue
+    best = max((n for n in ours if n != variant), key=ours.get)
+    lines.append(
+      f'| {alpha} | {len(ours)} | {_rank(ours, variant)} of {len(ours)} | '
+      f'{best} {ours[best]:.2f} | {ours[variant] - ours[best]:+.2f} |'
+    )
+  if not lines:
+    return []
+  return [
+    '',
+    "Delta-SGD with the authors' code options (`delta_sgd_authors_code`) in place of the "
+    "paper's rule, against the same baselines (ours):",
+    '',
+    '| alpha | optimizers | rank | best baseline | minus best baseline |',
+    '|---|---|---|---|---|',
+    *lines,
+  ]
+
+
+def seeds_text() -> str:
+  if FLAGS.seeds == 1:
+    return f'seed {FLAGS.seed}'
+  return f'seeds {FLAGS.seed}-{FLAGS.seed + FLAGS.seeds - 1}'
 
 
 def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[str]:
@@ -421,7 +595,8 @@ def header(title: str, protocol: str, cells: list[Cell], runs_dir: str) -> list[
     protocol,
     '',
     f'- Rounds: {FLAGS.rounds} (the paper: {PAPER_ROUNDS}); evaluation every '
-    f'{FLAGS.rounds_per_eval} rounds and at the last; seed {FLAGS.seed}.',
+    f'{FLAGS.rounds_per_eval} rounds and at the last; {seeds_text()}'
+    + (' (ours: the mean over them, ours_std their sample std).' if FLAGS.seeds > 1 else '.'),
     f'- Command: `{cell_runner.command_line("//reproductions/kim2024_delta_sgd:reproduce")}`',
     f'- Trainer command of each cell (here {cells[0].name if cells else "-"}; logs in '
     f'`{publish.shown_path(runs_dir)}/<cell>.log`): `{example}`',
@@ -441,6 +616,12 @@ NOTES = [
   "trained. Learning rates: those of the authors' run.sh (the paper tuned on CIFAR-10 and "
   'prints no winners); see reproductions/kim2024_delta_sgd/reproduce.py.',
 ]
+SEEDS_NOTE = (
+  'Over seeds: `ours` and `ours_last5evals` are the means over the seeds of the numbers above '
+  '(a diverged or unfinished seed counts with its last evaluation; see status), `ours_std` the '
+  "sample std (n - 1) of `ours`, `ours_per_seed` each seed's, `seeds` how many have a number, "
+  '`rounds` the fewest any seed trained.'
+)
 EXTRA_NOTE = (
   "Rows `sps_authors_code` and `delta_sgd_authors_code` follow the authors' FL code; the paper "
   'has no number of their own, so `published` is the SPS / Delta-SGD number.'
@@ -474,6 +655,8 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
       f'Kim et al. 2024, {title}', protocol.format(server=server_text), group, runs_dir
     )
     lines += ['', *markdown_table(rows), *NOTES]
+    if FLAGS.seeds > 1:
+      lines += ['', SEEDS_NOTE]
     if any(c.row in EXTRA_ROWS for c in group):
       lines += ['', EXTRA_NOTE]
     lines += ['', *claim_check(rows)]
@@ -483,6 +666,24 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
   write_figures(cells, results, out)
 
 
+def seed_curve(
+  curves: list[list[tuple[int, float]]],
+) -> tuple[list[int], list[float], list[float], list[float]]:
+  """(rounds, mean, min, max) over the seeds' curves at the rounds every non-empty curve has
+  (one curve: itself)."""
+  found = [dict(c) for c in curves if c]
+  if not found:
+    return [], [], [], []
+  rounds = sorted(set.intersection(*(set(c) for c in found)))
+  values = [[c[r] for c in found] for r in rounds]
+  return (
+    rounds,
+    [sum(v) / len(v) for v in values],
+    [min(v) for v in values],
+    [max(v) for v in values],
+  )
+
+
 def write_figures(cells: list[Cell], results: dict[str, CellResult], out: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
 
@@ -490,31 +691,36 @@ def write_figures(cells: list[Cell], results: dict[str, CellResult], out: str) -
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
 
-  groups: dict[tuple[str, str], list[Cell]] = {}
-  for cell in cells:
-    groups.setdefault((cell.server, cell.alpha), []).append(cell)
-  for (server, alpha), group in groups.items():
-    if not any(results[c.name].curve for c in group):
+  panels: dict[tuple[str, str], list[list[Cell]]] = {}
+  for (server, alpha, _), seeds in groups_by_row(cells).items():
+    panels.setdefault((server, alpha), []).append(seeds)
+  for (server, alpha), rows in panels.items():
+    if not any(results[c.name].curve for seeds in rows for c in seeds):
       continue
     fig, ax = plt.subplots(figsize=(11, 5))
-    for cell in group:
-      curve = results[cell.name].curve
-      if not curve:
+    for seeds in rows:
+      rounds, mean, low, high = seed_curve([results[c.name].curve for c in seeds])
+      if not rounds:
         continue
+      cell = seeds[0]
       extra = cell.row in EXTRA_ROWS
+      status = _status_summary([results[c.name].status for c in seeds])
       (line,) = ax.plot(
-        [r for r, _ in curve],
-        [a for _, a in curve],
+        rounds,
+        mean,
         linestyle='--' if extra else '-',
-        marker='.' if len(curve) <= 40 else None,
-        label=f'{cell.row} ({results[cell.name].status}; paper {cell.published:.1f})',
+        marker='.' if len(rounds) <= 40 else None,
+        label=f'{cell.row} ({status}; paper {cell.published:.1f})',
       )
+      if len(seeds) > 1:  # the seeds' range
+        ax.fill_between(rounds, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
       if not extra:  # the published number, in the line's colour
         ax.axhline(cell.published, color=line.get_color(), linestyle=':', linewidth=0.8)
     name = 'FedAvg' if server == 'fedavg' else 'FedAdam'
     ax.set_title(
       f'FMNIST, Dirichlet alpha={alpha}, {name} server: {FLAGS.rounds} rounds (paper: '
-      f'{PAPER_ROUNDS}), seed {FLAGS.seed}'
+      f'{PAPER_ROUNDS}), {seeds_text()}'
+      + (' (mean; band: min to max over seeds)' if FLAGS.seeds > 1 else '')
     )
     ax.set_xlabel('round (dotted: published final accuracy)')
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
@@ -552,7 +758,12 @@ def _main(argv: list[str]) -> int:
   if not cells:
     raise UsageError('no cells: give --rows or --fedadam_rows')
   runs_dir = publish.resolve(FLAGS.runs_dir)
-  out = publish.output_from_flags('reproductions.kim2024_delta_sgd.reproduce', FLAGS, SETTINGS)
+  out = publish.output_from_flags(
+    'reproductions.kim2024_delta_sgd.reproduce',
+    FLAGS,
+    SETTINGS,
+    entry=SEEDS_ENTRY if FLAGS.seeds > 1 else None,
+  )
   if FLAGS.dry_run:
     for cell in cells:
       print(
