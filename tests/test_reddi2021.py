@@ -314,6 +314,18 @@ def test_synthetic_grid_table_heatmaps_and_tau_end_to_end(synthetic_grid):
   assert "## The paper's claims on our numbers" in markdown and 'FedAdam' in markdown
   assert str(tmp_path) not in markdown  # commands with paths as typed there (relative)
   assert '--task=synthetic' in markdown and 'Selection: smallest training loss' in markdown
+  # The rule's cell against the search cell (seed 1) with the best metric, from grid_synthetic.csv.
+  assert '## The selection rule against the best metric of the search' in markdown
+  for optimizer, name in (('sgd', 'FedAvg'), ('adam', 'FedAdam')):
+    search_rows = [r for r in grid if r['optimizer'] == optimizer and r['seed'] == '1']
+    best = max(float(r['eval_accuracy_last2rounds']) for r in search_rows)
+    line = next(l for l in markdown.splitlines() if l.startswith(f'| {name} | ('))
+    cols = [c.strip() for c in line.strip('|').split('|')]
+    assert float(cols[6]) == pytest.approx(best, abs=0.006)
+    chosen = table[optimizer]
+    assert cols[1].startswith(f'({chosen["log10_client_lr"]}, {chosen["log10_server_lr"]}')
+    assert float(cols[3]) - float(cols[6]) == pytest.approx(float(cols[7]), abs=0.011)
+    assert float(cols[7]) <= 0
   for figure in ('heatmaps', 'tau', 'curves'):
     assert (out / f'{figure}_synthetic.png').stat().st_size > 10000
   again = _run(*args, cwd=tmp_path)
@@ -498,7 +510,7 @@ def test_publish_refuses_unfinished_cells(tmp_path):
   args = shlex.split(entry['command'].split(f' -m {DRIVER} ', 1)[1])
   result = _run(*args, '--report_only', f'--runs_dir={tmp_path / "empty"}', cwd=tmp_path)
   assert result.returncode == 1, result.stdout + result.stderr
-  assert 'reproduce: error: --publish: 100 cells have not finished' in result.stderr
+  assert 'reproduce: error: --publish: 360 cells have not finished' in result.stderr
   assert 'nothing was written' in result.stderr
   assert publish.digests(str(REPO / entry['out'])) == committed
 
