@@ -823,14 +823,15 @@ def write_heatmaps(s: Search, cells: list[search.Cell], out: str) -> str:
     ax.set_xticks(range(len(grid.client)), [search.log_text(c) for c in grid.client], fontsize=6)
     ax.set_yticks(range(len(grid.server)), [search.log_text(v) for v in grid.server], fontsize=6)
     ax.set_xlabel('client learning rate (log10)', fontsize=7)
-    ax.set_ylabel('server learning rate (log10)', fontsize=7)
+    if ax is axes[0][0]:  # one label for the row: the panels share it, and it would overlap
+      ax.set_ylabel('server learning rate (log10)', fontsize=7)
     at = '' if tau is None else f', tau 1e{search.log_text(tau)}'
     ax.set_title(f'{published.PAPER_NAMES[optimizer]}{at}', fontsize=8)
   if image is not None:
     fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label=s.metric.label)
   fig.suptitle(
-    f'{FLAGS.task}: {s.metric.label}, last {FLAGS.window} rounds (red: the smallest training '
-    'loss on the map); blank = diverged or not run',
+    f'{FLAGS.task}, seed {FLAGS.seed}: {s.metric.label}, last {FLAGS.window} rounds (red: the '
+    'smallest training loss on the map); blank = diverged or not run',
     fontsize=8,
   )
   path = os.path.join(out, f'heatmaps_{FLAGS.task}.png')
