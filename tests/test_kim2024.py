@@ -198,7 +198,7 @@ def test_several_seeds_give_the_mean_and_std_of_each_row(tmp_path):
     assert row['ours_per_seed'] == f'1:{finals[0]:.2f} 2:{finals[1]:.2f}'
     assert row['seeds'] == '2 of 2' and row['status'] == 'done' and row['rounds'] == '2'
     assert float(row['difference']) == pytest.approx(mean - float(row['published']), abs=0.02)
-  assert finals[0] != finals[1]  # the seeds differ
+    assert finals[0] != finals[1]  # the seeds differ
   markdown = (out / 'table1_fmnist.md').read_text()
   assert 'seeds 1-2 (ours: the mean over them' in markdown
   assert "Delta-SGD with the authors' code options" in markdown
@@ -213,10 +213,13 @@ def test_several_seeds_give_the_mean_and_std_of_each_row(tmp_path):
     ('--alpha_rows=0.5:sgd', '--alpha_rows: alpha 0.5 is not in --alphas (1,0.1,0.01)'),
     ('--alpha_rows=1:sgd,lamb', '--alpha_rows: unknown lamb; valid: sgd,'),
     ('--seeds=0', '--seeds=0 must be >= 1'),
+    ('--alpha_rows=1:sgd --alpha_rows=1.0:sgdm', '--alpha_rows: alpha 1 is given twice'),
   ],
 )
 def test_bad_seeds_or_alpha_rows_are_one_line_errors(tmp_path, flag, message):
-  result = _run('reproductions.kim2024_delta_sgd.reproduce', flag, f'--out={tmp_path}', '--dry_run')
+  result = _run(
+    'reproductions.kim2024_delta_sgd.reproduce', *flag.split(), f'--out={tmp_path}', '--dry_run'
+  )
   assert result.returncode == 2 and result.stdout == ''
   assert result.stderr.startswith(f'reproduce: error: {message}'), result.stderr
   assert len(result.stderr.strip().splitlines()) == 1

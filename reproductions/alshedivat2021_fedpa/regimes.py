@@ -43,6 +43,7 @@ from absl import logging
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions import seed_stats
 from reproductions.alshedivat2021_fedpa import cell_results
 from reproductions.alshedivat2021_fedpa import paper_setup
 from tff_adaptive.loop import targets
@@ -208,14 +209,6 @@ def done(result: cell_results.CellResult) -> bool:
   return result.rounds == FLAGS.rounds and bool(result.curve) and not result.diverged
 
 
-def _mean_std(values: list) -> tuple[float | None, float | None]:
-  """The mean and sample standard deviation (None for one value: no spread is measured)."""
-  values = [v for v in values if v is not None]
-  if not values:
-    return None, None
-  return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else None)
-
-
 def _fmt(mean_std, digits: int = 2, sign: bool = False) -> str:
   mean, std = mean_std
   if mean is None:
@@ -249,7 +242,7 @@ def summary_rows(cells: list[Cell], results: dict[str, cell_results.CellResult])
       ('final_loss', [r.loss for r in res]),
       ('correction', [r.correction_after(FLAGS.burnin_rounds) for r in res]),
     ):
-      mean, std = _mean_std(values)
+      mean, std = seed_stats.mean_std(values)
       row[key] = '' if mean is None else round(mean, 4)
       row[f'{key}_std'] = '' if std is None else round(std, 4)
     paired = {}  # seed -> FedPA - FedAvg, mean of the last 5 evaluations
@@ -257,7 +250,7 @@ def summary_rows(cells: list[Cell], results: dict[str, cell_results.CellResult])
       base = fedavg.get((data_set, epochs, c.seed))
       if rho is not None and base is not None and done(base):
         paired[c.seed] = results[c.name].last5 - base.last5
-    mean, std = _mean_std(list(paired.values()))
+    mean, std = seed_stats.mean_std(list(paired.values()))
     row['difference_last5'] = '' if mean is None else round(mean, 4)
     row['difference_last5_std'] = '' if std is None else round(std, 4)
     row['difference_per_seed'] = ' '.join(f's{k}:{d:+.2f}' for k, d in paired.items())

@@ -43,8 +43,8 @@ rewrites the committed results (500 rounds; `reproductions.publish` refuses othe
 then give per (alpha, row) the mean of the seeds' final accuracies, their sample std and each
 seed's number, the figures the mean curve with the seeds' range. --alpha_rows=ALPHA:ROW,... picks
 one column's rows (e.g. only Delta-SGD and the best baseline), overriding --rows and --extra_rows
-there. The multi-seed result is committed apart (results/seeds, publish.json entry
-`reproduce_seeds`; the README has its command).
+there. With --seeds > 1, --publish writes results/seeds (publish.json entry `reproduce_seeds`;
+the README has its command), not the one-seed tables.
 
 Every trainer runs with TF_NUM_INTRAOP_THREADS=1 and TF_NUM_INTEROP_THREADS=1 (see `reproductions.cell_runner.child_env`:
 the thread count changes the numbers, so it is fixed rather than tied to --parallel).
@@ -76,6 +76,7 @@ from absl import logging
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions import seed_stats
 from reproductions.kim2024_delta_sgd.published import FEDADAM_ALPHA
 from reproductions.kim2024_delta_sgd.published import PAPER_ROUNDS
 from reproductions.kim2024_delta_sgd.published import ROWS
@@ -235,6 +236,8 @@ def _alpha_rows() -> dict[str, list[str]]:
       raise UsageError(f'--alpha_rows={text}: expected ALPHA:ROW,ROW,... (e.g. 1:sgdm,delta_sgd)')
     names = [r.strip() for r in rows.split(',') if r.strip()]
     _check_rows('alpha_rows', names, ROWS + EXTRA_ROWS)
+    if _alpha(alpha) in found:
+      raise UsageError(f'--alpha_rows: alpha {_alpha(alpha)} is given twice')
     found[_alpha(alpha)] = list(dict.fromkeys(names))
   return found
 
@@ -362,28 +365,6 @@ def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
   return rows
 
 
-def _mean(values: list[float]) -> float | None:
-  return sum(values) / len(values) if values else None
-
-
-def _std(values: list[float]) -> float | None:
-  """Sample standard deviation (n - 1), None for fewer than two values."""
-  if len(values) < 2:
-    return None
-  mean = sum(values) / len(values)
-  return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
-def _status_summary(statuses: list[str]) -> str:
-  """'done' when every seed is; else the seeds' statuses, counted ('2 done; 1 partial ...')."""
-  if all(s == 'done' for s in statuses):
-    return 'done'
-  counts = dict.fromkeys(statuses, 0)
-  for s in statuses:
-    counts[s] += 1
-  return '; '.join(f'{n} {s}' for s, n in counts.items())
-
-
 def groups_by_row(cells: list[Cell]) -> dict[tuple[str, str, str], list[Cell]]:
   """The cells of each (server, alpha, row), seeds in order, rows in the cells' order."""
   groups: dict[tuple[str, str, str], list[Cell]] = {}
@@ -400,8 +381,7 @@ def seed_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
   for group in groups_by_row(cells).values():
     found = [(c, results[c.name]) for c in group]
     finals = [r.ours for _, r in found if r.ours is not None]
-    lasts = [r.mean_last for _, r in found if r.mean_last is not None]
-    mean = _mean(finals)
+    mean, std = seed_stats.mean_std(finals)
     published = group[0].published
     rows.append(
       {
@@ -409,15 +389,15 @@ def seed_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
         'optimizer': group[0].row,
         'published': published,
         'ours': _round(mean),
-        'ours_std': _round(_std(finals)),
+        'ours_std': _round(std),
         'ours_per_seed': ' '.join(
           f'{c.seed}:{"-" if r.ours is None else f"{r.ours:.2f}"}' for c, r in found
         ),
-        OURS_LAST: _round(_mean(lasts)),
+        OURS_LAST: _round(seed_stats.mean_std(r.mean_last for _, r in found)[0]),
         'difference': _round(None if mean is None else mean - published),
         'rounds': min(r.rounds for _, r in found),
         'seeds': f'{len(finals)} of {len(group)}',
-        'status': _status_summary([r.status for _, r in found]),
+        'status': seed_stats.status_summary([r.status for _, r in found]),
       }
     )
   return rows
@@ -496,10 +476,11 @@ def claim_check(rows: list[dict]) -> list[str]:
     return lines + ['No results yet.']
   lines += [
     f'The paper: Delta-SGD is competitive in every setting while each baseline falls behind '
-    f'(here: >= {FALLS_BEHIND_POINTS:g} points below the best of the 8) in at least one. Ranks '
-    'and the best are over the optimizers of this table that have a number of ours (the same '
-    'set for ours and published); unfinished cells (see status) count with their last '
-    'evaluation.',
+    f'(here: >= {FALLS_BEHIND_POINTS:g} points below the best) in at least one. Ranks '
+    'and the best are over the optimizers of this table that have a number of ours at that '
+    'alpha (the same set for ours and published; the `optimizers` column counts them), so a '
+    'verdict rests only on the alphas where the optimizer ran; unfinished cells (see status) '
+    'count with their last evaluation.',
     '',
     '| alpha | optimizers | delta_sgd rank (ours) | delta_sgd rank (published) | best (ours) | '
     'best (published) | delta_sgd - best (ours) |',
@@ -617,15 +598,23 @@ NOTES = [
   'prints no winners); see reproductions/kim2024_delta_sgd/reproduce.py.',
 ]
 SEEDS_NOTE = (
-  'Over seeds: `ours` and `ours_last5evals` are the means over the seeds of the numbers above '
-  '(a diverged or unfinished seed counts with its last evaluation; see status), `ours_std` the '
-  "sample std (n - 1) of `ours`, `ours_per_seed` each seed's, `seeds` how many have a number, "
-  '`rounds` the fewest any seed trained.'
+  'Over seeds: per seed, the final evaluation (a diverged or unfinished seed: its last one; see '
+  f'status) and the mean of its last {LAST_EVALS} evaluations; `ours` and `{OURS_LAST}` are '
+  'their means over the seeds, `ours_std` the sample std (n - 1) of `ours`, `ours_per_seed` each '
+  "seed's, `seeds` how many have a number, `rounds` the fewest any seed trained."
 )
 EXTRA_NOTE = (
   "Rows `sps_authors_code` and `delta_sgd_authors_code` follow the authors' FL code; the paper "
   'has no number of their own, so `published` is the SPS / Delta-SGD number.'
 )
+SEEDS_NOTES = [
+  '',
+  'Columns: test accuracy % on the pooled 10,000 test images; `difference` = ours - published. '
+  "Learning rates: those of the authors' run.sh (the paper tuned on CIFAR-10 and prints no "
+  'winners); see reproductions/kim2024_delta_sgd/reproduce.py.',
+  '',
+  SEEDS_NOTE,
+]
 
 
 def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
@@ -654,9 +643,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     lines = header(
       f'Kim et al. 2024, {title}', protocol.format(server=server_text), group, runs_dir
     )
-    lines += ['', *markdown_table(rows), *NOTES]
-    if FLAGS.seeds > 1:
-      lines += ['', SEEDS_NOTE]
+    lines += ['', *markdown_table(rows), *(NOTES if FLAGS.seeds == 1 else SEEDS_NOTES)]
     if any(c.row in EXTRA_ROWS for c in group):
       lines += ['', EXTRA_NOTE]
     lines += ['', *claim_check(rows)]
@@ -664,24 +651,6 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
       f.write('\n'.join(lines) + '\n')
     print(f'wrote {out}/{table}.csv and .md', flush=True)
   write_figures(cells, results, out)
-
-
-def seed_curve(
-  curves: list[list[tuple[int, float]]],
-) -> tuple[list[int], list[float], list[float], list[float]]:
-  """(rounds, mean, min, max) over the seeds' curves at the rounds every non-empty curve has
-  (one curve: itself)."""
-  found = [dict(c) for c in curves if c]
-  if not found:
-    return [], [], [], []
-  rounds = sorted(set.intersection(*(set(c) for c in found)))
-  values = [[c[r] for c in found] for r in rounds]
-  return (
-    rounds,
-    [sum(v) / len(v) for v in values],
-    [min(v) for v in values],
-    [max(v) for v in values],
-  )
 
 
 def write_figures(cells: list[Cell], results: dict[str, CellResult], out: str) -> None:
@@ -699,12 +668,12 @@ def write_figures(cells: list[Cell], results: dict[str, CellResult], out: str) -
       continue
     fig, ax = plt.subplots(figsize=(11, 5))
     for seeds in rows:
-      rounds, mean, low, high = seed_curve([results[c.name].curve for c in seeds])
+      rounds, mean, low, high = seed_stats.curve_band([results[c.name].curve for c in seeds])
       if not rounds:
         continue
       cell = seeds[0]
       extra = cell.row in EXTRA_ROWS
-      status = _status_summary([results[c.name].status for c in seeds])
+      status = seed_stats.status_summary([results[c.name].status for c in seeds])
       (line,) = ax.plot(
         rounds,
         mean,

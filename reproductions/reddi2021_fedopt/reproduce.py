@@ -696,7 +696,7 @@ def selection_lines(s: Search, cells: list[search.Cell]) -> list[str]:
         _rates(best),
         _fmt(b.train_loss, 4),
         _fmt(b.metric),
-        _fmt(a.metric - b.metric, sign=True),
+        _fmt(None if a.metric is None else a.metric - b.metric, sign=True),
       ]
     )
   if not rows:

@@ -1,0 +1,45 @@
+"""Summaries over seeds that the reproduction drivers share: mean and spread, curves, statuses."""
+
+from collections.abc import Iterable
+from collections.abc import Sequence
+import statistics
+
+
+def mean_std(values: Iterable[float | None]) -> tuple[float | None, float | None]:
+  """The mean and sample standard deviation (n - 1) of the values that are not None; the std is
+  None for one value (no spread is measured), both None for none."""
+  found = [v for v in values if v is not None]
+  if not found:
+    return None, None
+  return statistics.mean(found), (statistics.stdev(found) if len(found) > 1 else None)
+
+
+def curve_band(
+  curves: Sequence[Sequence[tuple[int, float]]],
+) -> tuple[list[int], list[float], list[float], list[float]]:
+  """(rounds, mean, min, max) over the seeds' (round, value) curves, at every round any curve
+  has, over the curves that have it (a diverged or unfinished seed drops out after its last
+  point)."""
+  by_round: dict[int, list[float]] = {}
+  for curve in curves:
+    for round_num, value in curve:
+      by_round.setdefault(round_num, []).append(value)
+  rounds = sorted(by_round)
+  values = [by_round[r] for r in rounds]
+  return (
+    rounds,
+    [statistics.mean(v) for v in values],
+    [min(v) for v in values],
+    [max(v) for v in values],
+  )
+
+
+def status_summary(statuses: Sequence[str]) -> str:
+  """'done' when every seed is; else each status with its count, in first-seen order
+  ('2 done; 1 partial 400 of 1000')."""
+  if all(s == 'done' for s in statuses):
+    return 'done'
+  counts: dict[str, int] = {}
+  for status in statuses:
+    counts[status] = counts.get(status, 0) + 1
+  return '; '.join(f'{n} {s}' for s, n in counts.items())
