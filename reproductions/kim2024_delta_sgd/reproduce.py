@@ -152,7 +152,7 @@ flags.DEFINE_multi_string(
   'alpha_rows',
   [],
   'ALPHA:ROW,ROW,...: the Table 1 rows of one alpha, overriding --rows and --extra_rows for it '
-  '(extra rows by name), e.g. --alpha_rows=1:sgdm,delta_sgd,delta_sgd_authors_code; repeatable.',
+  '(extra rows by name), e.g. --alpha_rows=1:sgdm,delta_sgd,delta_sgd_authors_code',
 )
 flags.DEFINE_integer('parallel', 1, 'Trainer processes at once.')
 flags.DEFINE_integer('rounds_per_eval', 25, 'Evaluate every this many rounds (and the last).')
