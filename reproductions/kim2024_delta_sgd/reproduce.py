@@ -77,6 +77,7 @@ from absl import logging
 from reproductions import cell_runner
 from reproductions import publish
 from reproductions import seed_stats
+from reproductions.kim2024_delta_sgd import claim
 from reproductions.kim2024_delta_sgd.published import FEDADAM_ALPHA
 from reproductions.kim2024_delta_sgd.published import PAPER_ROUNDS
 from reproductions.kim2024_delta_sgd.published import ROWS
@@ -127,7 +128,6 @@ SERVER_FLAGS = {
   'fedadam': ['--server_optimizer=adam', '--server_learning_rate=0.001', '--tau=1e-8'],
 }
 # The paper's "falls behind": at least this many points below the best of the 8 in some alpha.
-FALLS_BEHIND_POINTS = 2.0
 
 flags.DEFINE_integer('rounds', PAPER_ROUNDS, "Rounds per cell (the paper's: 1000).")
 flags.DEFINE_list('alphas', ['1', '0.1', '0.01'], 'Dirichlet alphas of Table 1 (comma list).')
@@ -398,6 +398,7 @@ def seed_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
         'rounds': min(r.rounds for _, r in found),
         'seeds': f'{len(finals)} of {len(group)}',
         'status': seed_stats.status_summary([r.status for _, r in found]),
+        claim.PER_SEED: {c.seed: r.ours for c, r in found if r.ours is not None},
       }
     )
   return rows
@@ -459,107 +460,6 @@ def markdown_table(rows: list[dict]) -> list[str]:
       for row in rows
     ],
   )
-
-
-def _rank(scores: dict[str, float], name: str) -> int:
-  return 1 + sum(1 for other, s in scores.items() if other != name and s > scores[name])
-
-
-def claim_check(rows: list[dict]) -> list[str]:
-  """Rank of delta_sgd per alpha, and whether each baseline falls behind (>= 2 points below the
-  best of the 8) in at least one alpha, by our numbers and by the published ones, over the
-  cells that have a number of ours."""
-  lines = ['## Claim check', '']
-  main = [r for r in rows if r['optimizer'] in ROWS and r['ours'] is not None]
-  alphas = list(dict.fromkeys(r['alpha'] for r in main))
-  if not main:
-    return lines + ['No results yet.']
-  lines += [
-    f'The paper: Delta-SGD is competitive in every setting while each baseline falls behind '
-    f'(here: >= {FALLS_BEHIND_POINTS:g} points below the best) in at least one. Ranks '
-    'and the best are over the optimizers of this table that have a number of ours at that '
-    'alpha (the same set for ours and published; the `optimizers` column counts them), so a '
-    'verdict rests only on the alphas where the optimizer ran; unfinished cells (see status) '
-    'count with their last evaluation.',
-    '',
-    '| alpha | optimizers | delta_sgd rank (ours) | delta_sgd rank (published) | best (ours) | '
-    'best (published) | delta_sgd - best (ours) |',
-    '|---|---|---|---|---|---|---|',
-  ]
-  behind: dict[str, dict[str, list[str]]] = {}
-  for alpha in alphas:
-    group = [r for r in main if r['alpha'] == alpha]
-    ours = {r['optimizer']: r['ours'] for r in group}
-    published = {r['optimizer']: r['published'] for r in group}
-    best_ours = max(ours, key=ours.get)
-    best_published = max(published, key=published.get)
-    if 'delta_sgd' in ours:
-      ranks = (
-        f'{_rank(ours, "delta_sgd")} of {len(ours)}',
-        f'{_rank(published, "delta_sgd")} of {len(ours)}',
-        f'{ours["delta_sgd"] - ours[best_ours]:+.2f}',
-      )
-    else:
-      ranks = ('(not run)', '(not run)', '')
-    lines.append(
-      f'| {alpha} | {len(ours)} | {ranks[0]} | {ranks[1]} | {best_ours} {ours[best_ours]:.2f} | '
-      f'{best_published} {published[best_published]:.1f} | {ranks[2]} |'
-    )
-    for name in ours:
-      for kind, scores, best in (
-        ('ours', ours, best_ours),
-        ('published', published, best_published),
-      ):
-        gap = scores[name] - scores[best]
-        if gap <= -FALLS_BEHIND_POINTS:
-          behind.setdefault(name, {'ours': [], 'published': []})[kind].append(
-            f'{alpha}: {gap:+.1f}'
-          )
-  lines += [
-    '',
-    f'Falls behind (>= {FALLS_BEHIND_POINTS:g} points below the best) in at least one alpha:',
-    '',
-    '| optimizer | ours | published |',
-    '|---|---|---|',
-  ]
-  present = {r['optimizer'] for r in main}
-  for name in (n for n in ROWS if n in present):
-    found = behind.get(name, {'ours': [], 'published': []})
-    cells = [f'yes ({"; ".join(found[k])})' if found[k] else 'no' for k in ('ours', 'published')]
-    lines.append(f'| {name} | {cells[0]} | {cells[1]} |')
-  return lines + authors_code_check(rows)
-
-
-def authors_code_check(rows: list[dict]) -> list[str]:
-  """Delta-SGD with the authors' code options in place of the paper's rule: its rank among the
-  baselines of each alpha that has both (ours), and its gap to the best baseline."""
-  variant = 'delta_sgd_authors_code'
-  baselines = [n for n in ROWS if n != 'delta_sgd']
-  lines = []
-  for alpha in dict.fromkeys(r['alpha'] for r in rows):
-    ours = {
-      r['optimizer']: r['ours']
-      for r in rows
-      if r['alpha'] == alpha and r['ours'] is not None and r['optimizer'] in (*baselines, variant)
-    }
-    if variant not in ours or len(ours) < 2:
-      continue
-    best = max((n for n in ours if n != variant), key=ours.get)
-    lines.append(
-      f'| {alpha} | {len(ours)} | {_rank(ours, variant)} of {len(ours)} | '
-      f'{best} {ours[best]:.2f} | {ours[variant] - ours[best]:+.2f} |'
-    )
-  if not lines:
-    return []
-  return [
-    '',
-    "Delta-SGD with the authors' code options (`delta_sgd_authors_code`) in place of the "
-    "paper's rule, against the same baselines (ours):",
-    '',
-    '| alpha | optimizers | rank | best baseline | minus best baseline |',
-    '|---|---|---|---|---|',
-    *lines,
-  ]
 
 
 def seeds_text() -> str:
@@ -646,7 +546,7 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     lines += ['', *markdown_table(rows), *(NOTES if FLAGS.seeds == 1 else SEEDS_NOTES)]
     if any(c.row in EXTRA_ROWS for c in group):
       lines += ['', EXTRA_NOTE]
-    lines += ['', *claim_check(rows)]
+    lines += ['', *claim.claim_check(rows)]
     with publish.atomic_output(os.path.join(out, f'{table}.md')) as f:
       f.write('\n'.join(lines) + '\n')
     print(f'wrote {out}/{table}.csv and .md', flush=True)
