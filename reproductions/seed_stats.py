@@ -14,6 +14,18 @@ def mean_std(values: Iterable[float | None]) -> tuple[float | None, float | None
   return statistics.mean(found), (statistics.stdev(found) if len(found) > 1 else None)
 
 
+def mean_std_text(
+  mean_std: tuple[float | None, float | None], digits: int = 2, sign: bool = False
+) -> str:
+  """A (mean, std) of `mean_std` as text: 'mean +- std', the mean alone when the std is None (one
+  seed), '' when the mean is None (no seed); '' (a table's empty cell) counts as None."""
+  mean, std = mean_std
+  if mean is None or mean == '':
+    return ''
+  text = f'{mean:+.{digits}f}' if sign else f'{mean:.{digits}f}'
+  return text if std is None or std == '' else f'{text} +- {std:.{digits}f}'
+
+
 def curve_band(
   curves: Sequence[Sequence[tuple[int, float]]],
 ) -> tuple[list[int], list[float], list[float], list[float]]:

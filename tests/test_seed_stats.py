@@ -40,3 +40,14 @@ def test_status_summary_counts_what_is_not_done():
     seed_stats.status_summary(['done', 'partial 400 of 1000', 'done', 'diverged at round 7'])
     == '2 done; 1 partial 400 of 1000; 1 diverged at round 7'
   )
+
+
+def test_mean_std_text_shows_a_spread_only_where_one_was_measured():
+  assert seed_stats.mean_std_text(seed_stats.mean_std([80.0, 82.0, 84.0])) == '82.00 +- 2.00'
+  assert seed_stats.mean_std_text(seed_stats.mean_std([80.0, None])) == '80.00'  # one seed
+  assert seed_stats.mean_std_text(seed_stats.mean_std([None])) == ''
+  assert seed_stats.mean_std_text((0.5, 0.0), digits=1, sign=True) == '+0.5 +- 0.0'
+  assert seed_stats.mean_std_text((-1.234, 0.5), sign=True) == '-1.23 +- 0.50'
+  # a table's empty cell ('') is no number
+  assert seed_stats.mean_std_text((81.0, '')) == '81.00'
+  assert seed_stats.mean_std_text(('', '')) == ''

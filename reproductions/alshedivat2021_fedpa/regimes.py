@@ -209,14 +209,6 @@ def done(result: cell_results.CellResult) -> bool:
   return result.rounds == FLAGS.rounds and bool(result.curve) and not result.diverged
 
 
-def _fmt(mean_std, digits: int = 2, sign: bool = False) -> str:
-  mean, std = mean_std
-  if mean is None:
-    return ''
-  text = f'{mean:+.{digits}f}' if sign else f'{mean:.{digits}f}'
-  return text if std is None else f'{text} +- {std:.{digits}f}'
-
-
 def summary_rows(cells: list[Cell], results: dict[str, cell_results.CellResult]) -> list[dict]:
   """One row per (data set, E, algorithm/rho): means over the seeds that ran all rounds (how
   many diverged is counted), and FedPA - FedAvg paired by seed where both ran all rounds."""
@@ -262,7 +254,7 @@ def _cell(row: dict, key: str, digits: int = 2, sign: bool = False) -> str:
   if row[key] == '':
     return ''
   std = row[f'{key}_std']
-  return _fmt((row[key], None if std == '' else std), digits, sign)
+  return seed_stats.mean_std_text((row[key], std), digits, sign)
 
 
 def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:

@@ -25,7 +25,6 @@ difference; the paper's Table 3 differences for reference) and fedpa_fmnist.png.
 import csv
 import dataclasses
 import os
-import statistics
 import sys
 
 from absl import flags
@@ -33,6 +32,7 @@ from absl import logging
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions import seed_stats
 from reproductions.alshedivat2021_fedpa import cell_results
 from reproductions.alshedivat2021_fedpa import paper_setup
 from tff_adaptive.loop import targets
@@ -108,12 +108,7 @@ def _fmt(value, digits=2) -> str:
 
 
 def _mean_std(values: list) -> str:
-  values = [v for v in values if v is not None]
-  if not values:
-    return ''
-  if len(values) == 1:
-    return f'{values[0]:.2f}'
-  return f'{statistics.mean(values):.2f} +- {statistics.stdev(values):.2f}'
+  return seed_stats.mean_std_text(seed_stats.mean_std(values))
 
 
 def table_rows(cells: list[Cell], results: dict[str, cell_results.CellResult]) -> list[dict]:

@@ -12,7 +12,6 @@ whether clients or examples are averaged. Each statistic here comes both ways:
 
 import itertools
 import math
-import statistics
 
 import numpy as np
 
@@ -75,12 +74,3 @@ def combinations(rows: list[dict]) -> list[dict]:
         }
       )
   return out
-
-
-def mean_and_std(values) -> tuple[float | None, float | None]:
-  """Mean and sample standard deviation over seeds of the values that are not None (0 for one
-  seed; (None, None) for none): how both drivers summarise a statistic over their seeds."""
-  values = [v for v in values if v is not None]
-  if not values:
-    return None, None
-  return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)

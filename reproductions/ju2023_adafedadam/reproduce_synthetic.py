@@ -50,8 +50,8 @@ import pandas as pd
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions import seed_stats
 from reproductions.ju2023_adafedadam import candidates
-from reproductions.ju2023_adafedadam import fairness_statistics
 from reproductions.ju2023_adafedadam import paper_setup
 from reproductions.ju2023_adafedadam import plot_fairness
 from reproductions.ju2023_adafedadam.published import PUBLISHED
@@ -305,11 +305,6 @@ def tuned_mu(runs_dir: str) -> tuple[float | None, list[dict]]:
   return max(done, key=lambda r: r[AVG_LAST])['mu'], rows
 
 
-def _fmt(mean_std) -> str:
-  mean, std = mean_std
-  return '' if mean is None else f'{mean:.2f} +- {std:.2f}'
-
-
 def table(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
   rows = []
   for algorithm, published in published_row().items():
@@ -319,9 +314,9 @@ def table(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
       if c.algorithm == algorithm and results[c.name].rounds >= FLAGS.rounds
     ]
     ours = [
-      fairness_statistics.mean_and_std([r.avg for r in group]),
-      fairness_statistics.mean_and_std([r.std for r in group]),
-      fairness_statistics.mean_and_std([r.worst30 for r in group]),
+      seed_stats.mean_std([r.avg for r in group]),
+      seed_stats.mean_std([r.std for r in group]),
+      seed_stats.mean_std([r.worst30 for r in group]),
     ]
     row = {'algorithm': algorithm, 'seeds': len([r for r in group if r.avg is not None])}
     for metric, pub, (mean, std) in zip(('avg', 'std', 'worst30'), published, ours):
@@ -330,7 +325,7 @@ def table(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
       row[f'{metric}_ours_std'] = '' if std is None else round(std, 2)
       if FLAGS.data_set != FMNIST_SILO:  # another data set's row: its levels are no target
         row[f'{metric}_difference'] = '' if mean is None else round(mean - pub, 2)
-    pooled = fairness_statistics.mean_and_std([r.pooled for r in group])
+    pooled = seed_stats.mean_std([r.pooled for r in group])
     row['pooled_ours'] = '' if pooled[0] is None else round(pooled[0], 2)
     row['pooled_ours_std'] = '' if pooled[1] is None else round(pooled[1], 2)
     rows.append(row)
@@ -395,11 +390,11 @@ def write_report(cells, extra_cells, mu, tuning, runs_dir, out) -> None:
       ours = row[f'{metric}_ours']
       cols.append(
         f'{row[f"{metric}_published"]:.2f} / '
-        + ('—' if ours == '' else f'{ours:.2f} +- {row[f"{metric}_ours_std"]:.2f}')
+        + ('—' if ours == '' else seed_stats.mean_std_text((ours, row[f'{metric}_ours_std'])))
         + ('' if ours == '' or silo else f' / {row[f"{metric}_difference"]:+.2f}')
       )
     pooled = row['pooled_ours']
-    cols.append('—' if pooled == '' else f'{pooled:.2f} +- {row["pooled_ours_std"]:.2f}')
+    cols.append('—' if pooled == '' else seed_stats.mean_std_text((pooled, row['pooled_ours_std'])))
     lines.append('| ' + ' | '.join(cols) + ' |')
   lines += ['', *(ranking_lines(rows) if silo else published_consistency())]
   lines += ['', '| cell | rounds | Avg % | STD % | Worst 30% % |', '|---|---|---|---|---|']

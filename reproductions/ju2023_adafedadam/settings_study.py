@@ -35,6 +35,7 @@ import numpy as np
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions import seed_stats
 from reproductions.ju2023_adafedadam import candidates
 from reproductions.ju2023_adafedadam import fairness_statistics
 from reproductions.ju2023_adafedadam import paper_setup
@@ -170,9 +171,9 @@ def _columns(runs: list[dict[str, float]]) -> dict:
   for stat in STATISTICS:
     for way in WAYS:
       key = f'{stat}_{way}'
-      mean, std = fairness_statistics.mean_and_std([r[key] for r in runs]) if runs else ('', '')
-      columns[key] = mean if mean == '' else round(mean, 2)
-      columns[f'{key}_std'] = std if std == '' else round(std, 2)
+      mean, std = seed_stats.mean_std(r[key] for r in runs)
+      columns[key] = '' if mean is None else round(mean, 2)
+      columns[f'{key}_std'] = '' if std is None else round(std, 2)
   return columns
 
 
@@ -252,7 +253,9 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     )
     writer.writeheader()
     writer.writerows(combos)
-  cell = lambda row, key: '—' if row[key] == '' else f'{row[key]:.2f} +- {row[f"{key}_std"]:.2f}'
+  cell = lambda row, key: (
+    '—' if row[key] == '' else seed_stats.mean_std_text((row[key], row[f'{key}_std']))
+  )
   lines = [
     '# Ju et al. (AdaFedAdam) Table 5, Synthetic: which data set and averaging match the paper',
     '',
