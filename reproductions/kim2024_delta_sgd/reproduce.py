@@ -341,30 +341,6 @@ def _round(value: float | None) -> float | None:
   return None if value is None else round(value, 2)
 
 
-def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
-  """One row per cell (one seed); `seed_rows` when the cells have several seeds."""
-  if FLAGS.seeds > 1:
-    return seed_rows(cells, results)
-  rows = []
-  for cell in cells:
-    result = results[cell.name]
-    published = cell.published
-    rows.append(
-      {
-        'alpha': cell.alpha,
-        'optimizer': cell.row,
-        'published': published,
-        'ours': _round(result.ours),
-        OURS_LAST: _round(result.mean_last),
-        'difference': _round(None if result.ours is None else result.ours - published),
-        'rounds': result.rounds,
-        'eval_round': result.eval_round,
-        'status': result.status,
-      }
-    )
-  return rows
-
-
 def groups_by_row(cells: list[Cell]) -> dict[tuple[str, str, str], list[Cell]]:
   """The cells of each (server, alpha, row), seeds in order, rows in the cells' order."""
   groups: dict[tuple[str, str, str], list[Cell]] = {}
@@ -373,10 +349,11 @@ def groups_by_row(cells: list[Cell]) -> dict[tuple[str, str, str], list[Cell]]:
   return groups
 
 
-def seed_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
+def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
   """One row per (alpha, row) over its seeds: `ours` the mean of the seeds' final accuracies
   (a diverged or unfinished seed with its last evaluation, named in `status`), `ours_std` their
-  sample std, `ours_per_seed` each, OURS_LAST the mean over seeds of the last-5-evaluation mean."""
+  sample std, `ours_per_seed` each, OURS_LAST the mean over seeds of the last-5-evaluation mean.
+  With one seed these are that seed's numbers (the table shows COLUMNS, with its eval_round)."""
   rows = []
   for group in groups_by_row(cells).values():
     found = [(c, results[c.name]) for c in group]
@@ -396,8 +373,13 @@ def seed_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
         OURS_LAST: _round(seed_stats.mean_std(r.mean_last for _, r in found)[0]),
         'difference': _round(None if mean is None else mean - published),
         'rounds': min(r.rounds for _, r in found),
+        'eval_round': found[0][1].eval_round if len(found) == 1 else None,
         'seeds': f'{len(finals)} of {len(group)}',
-        'status': seed_stats.status_summary([r.status for _, r in found]),
+        'status': (
+          found[0][1].status
+          if len(found) == 1
+          else seed_stats.status_summary([r.status for _, r in found])
+        ),
         claim.PER_SEED: {c.seed: r.ours for c, r in found if r.ours is not None},
       }
     )
