@@ -551,13 +551,21 @@ def heatmap_values(
   tau = s.grid.heatmap_tau if optimizer in search.ADAPTIVE else None
   return {
     (c.log_client, c.log_server): s.stats[c.name].metric
+    for c in finished_search_cells(s, cells, optimizer)
+    if c.log_tau == tau
+  }
+
+
+def finished_search_cells(s: Search, cells: list[search.Cell], optimizer: str) -> list[search.Cell]:
+  """`optimizer`'s cells of seed --seed that ran to the end with a last-window metric."""
+  return [
+    c
     for c in cells
     if c.optimizer == optimizer
-    and c.log_tau == tau
     and c.seed == FLAGS.seed
     and s.stats[c.name].finished
     and s.stats[c.name].metric is not None
-  }
+  ]
 
 
 def best_by_tau(s: Search, cells: list[search.Cell], optimizer: str) -> dict[float, float]:
@@ -662,14 +670,7 @@ def _rates(cell: search.Cell) -> str:
 def best_metric_cell(s: Search, cells: list[search.Cell], optimizer: str) -> search.Cell | None:
   """Among `optimizer`'s finished search cells of seed --seed, the one with the best last-window
   metric (not the paper's rule: what the rule would have had to pick to get the best metric)."""
-  found = [
-    c
-    for c in cells
-    if c.optimizer == optimizer
-    and c.seed == FLAGS.seed
-    and s.stats[c.name].finished
-    and s.stats[c.name].metric is not None
-  ]
+  found = finished_search_cells(s, cells, optimizer)
   if not found:
     return None
   sign = 1.0 if s.metric.higher_is_better else -1.0
