@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from reproductions import publish
 from reproductions.alshedivat2021_fedpa import least_squares as fls
+from run import provenance
 from tests.reference import fedpa_numpy as ref
 from tff_adaptive.algorithms import fedpa_math
 
@@ -125,7 +126,7 @@ def test_script_writes_figure(tmp_path):
   out = tmp_path / 'runs' / 'fedpa_least_squares'
   assert sorted(os.listdir(tmp_path)) == ['runs']
   assert (out / 'fedpa_least_squares.png').stat().st_size > 10_000
-  rows = (out / 'distances.csv').read_text().splitlines()
+  rows = rows_csv = (out / 'distances.csv').read_text().splitlines()
   assert rows[0].startswith('method,K_or_l,distance')
   assert [r.split(',')[:2] for r in rows[1:4]] == [
     ['fedavg', '1'],
@@ -134,6 +135,14 @@ def test_script_writes_figure(tmp_path):
   ]
   rows = (out / 'rounds.csv').read_text().splitlines()
   assert rows[0] == 'round,FedAvg,FedPA' and len(rows) == 4
+  # The same distances as a table, under what wrote them.
+  markdown = (out / 'least_squares.md').read_text()
+  assert '- Command: `' in markdown and '--clients=3' in markdown and str(tmp_path) not in markdown
+  assert f'; code version {provenance.code_version(ROOT)}' in markdown  # and the date
+  distances = {r.split(',')[0] + r.split(',')[1]: r.split(',')[2] for r in rows_csv[1:]}
+  assert f'| FedAvg, K = 10 | {float(distances["fedavg10"]):.4g} |' in markdown
+  assert f'| FedPA, l = 5 | {float(distances["fedpa5"]):.4g} |' in markdown
+  assert 'Panel (b), the algorithms, 2 rounds' in markdown
   assert np.isfinite(np.array([r.split(',') for r in rows[1:]], float)).all()
   assert 'FedPA' in result.stdout and 'wrote' in result.stdout
   assert publish.digests(RESULTS) == committed and len(committed) >= 4

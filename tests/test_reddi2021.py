@@ -314,6 +314,7 @@ def test_synthetic_grid_table_heatmaps_and_tau_end_to_end(synthetic_grid):
   assert "## The paper's claims on our numbers" in markdown and 'FedAdam' in markdown
   assert str(tmp_path) not in markdown  # commands with paths as typed there (relative)
   assert '--task=synthetic' in markdown and 'Selection: smallest training loss' in markdown
+  assert '- Seeds: 1 for every search cell; 1-2 for each selected cell' in markdown
   # The rule's cell against the search cell (seed 1) with the best metric, from grid_synthetic.csv.
   assert '## The selection rule against the best metric of the search' in markdown
   for optimizer, name in (('sgd', 'FedAvg'), ('adam', 'FedAdam')):

@@ -38,7 +38,8 @@ Outputs under --out (default runs/fedpa_least_squares; --publish, with the commi
 only, writes reproductions/alshedivat2021_fedpa/results/least_squares, `reproductions.publish`):
 `distances.csv` (distance to x* of every fixed point; FedPA's mean, std,
 min and max over --seeds sample seeds, plus the weighted mean of the mu_i and FedPA with exact
-moments), `rounds.csv` (panel (b): distance per round) and `fedpa_least_squares.png`.
+moments), `rounds.csv` (panel (b): distance per round), `least_squares.md` (the distances as a
+table, with the command, date and code version that wrote them) and `fedpa_least_squares.png`.
 
 What it shows (defaults, 10 seeds): FedAvg's distance grows from 0 at K = 1 to 1.36 at K = 1000,
 the distance of the weighted mean of the local optima; FedPA's falls from 1.54 at l = 2 (worse
@@ -377,6 +378,40 @@ def write_csv(path, k_values, fedavg, l_values, fedpa, reference_rows) -> None:
       writer.writerow([name, '', f'{dist:.6g}', 0, f'{dist:.6g}', f'{dist:.6g}', 1])
 
 
+def write_markdown(path, setup: str, k_values, fedavg, l_values, fedpa, reference_rows, tail=None):
+  """distances.csv as a table, under the command, date and code version that wrote it, the
+  problem's setup and (with panel (b)) the algorithms' distance over their last rounds."""
+  rows = [[f'FedAvg, K = {k}', f'{d:.4g}', '', '', '', 1] for k, d in zip(k_values, fedavg)]
+  rows += [
+    [
+      f'FedPA, l = {l}',
+      f'{r.mean():.4g}',
+      f'{r.std():.3g}',
+      f'{r.min():.3g}',
+      f'{r.max():.3g}',
+      len(r),
+    ]
+    for l, r in zip(l_values, fedpa)
+  ]
+  rows += [[name.replace('_', ' '), f'{d:.4g}', '', '', '', 1] for name, d in reference_rows]
+  lines = [
+    '# Al-Shedivat et al. 2021, Fig. 1: federated least squares',
+    '',
+    f'- Command: `{cell_runner.command_line("//reproductions/alshedivat2021_fedpa:least_squares")}`',
+    cell_runner.stamp_line(),
+    f'- {setup}',
+    '',
+    'Distance ||x - x*|| of each fixed point to the global optimum (FedPA: mean, std, min and '
+    'max over the sample seeds; `distances.csv`):',
+    '',
+    *publish.markdown_table(('fixed point', 'distance', 'std', 'min', 'max', 'seeds'), rows),
+  ]
+  if tail:
+    lines += ['', tail]
+  with publish.atomic_output(path) as f:
+    f.write('\n'.join(lines) + '\n')
+
+
 def plot(
   path, problem, lr, k_values, fedavg, l_values, fedpa, title, rounds=None, config=None
 ) -> None:
@@ -494,7 +529,10 @@ def main(argv):
     print(f'least_squares: error: {e}', file=sys.stderr)
     return 2
   if FLAGS.dry_run:
-    print(f'would write distances.csv, rounds.csv and fedpa_least_squares.png into {out}')
+    print(
+      f'would write distances.csv, rounds.csv, least_squares.md and fedpa_least_squares.png '
+      f'into {out}'
+    )
     return 0
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
@@ -517,12 +555,13 @@ def main(argv):
     ('fedpa_exact_moments', float(np.linalg.norm(exact - opt))),
   ]
   eig = np.array([np.linalg.eigvalsh(a) for a in problem.As])
-  print(
+  setup = (
     f'{FLAGS.clients} clients, d={FLAGS.dim}, n_i in [{int(problem.weights.min())}, '
     f'{int(problem.weights.max())}], eigenvalues of A_i in [{eig.min():.3g}, {eig.max():.3g}]; '
     f'||x*|| = {np.linalg.norm(opt):.3g}; FedAvg local GD eta = {lr:.3g}; FedPA rho = {FLAGS.rho}, '
     f'temperature c = {FLAGS.temperature}, {FLAGS.seeds} seeds'
   )
+  print(setup)
   print(f'{"method":<8} {"K or l":>7} {"||x - x*||":>11} {"std":>9} {"min":>9} {"max":>9}')
   for k, dist in zip(k_values, fedavg):
     print(f'{"FedAvg":<8} {k:>7} {dist:>11.4g}')
@@ -539,7 +578,7 @@ def main(argv):
     f'optimum x*\n(a) FedPA from l exact samples of N(mu_i, {FLAGS.temperature} A_i^-1) per '
     f'client, shrinkage rho={FLAGS.rho}, delta by the DP of App. C'
   )
-  rounds, config = None, None
+  rounds, config, summary = None, None, None
   if FLAGS.rounds > 0:
     config = AlgorithmsConfig(rounds=FLAGS.rounds, epochs=FLAGS.epochs)
     rounds = run_algorithms(problem, config)
@@ -549,11 +588,22 @@ def main(argv):
       for t, row in enumerate(zip(*rounds.values())):
         writer.writerow([t, *(f'{v:.6g}' for v in row)])
     tail = max(config.rounds // 3, 1)
-    print(
-      f'algorithms, {config.rounds} rounds ({config}): ||x_t - x*|| averaged over the last '
-      f'{tail} rounds: '
+    summary = (
+      f'Panel (b), the algorithms, {config.rounds} rounds ({config}; `rounds.csv`): '
+      f'||x_t - x*|| averaged over the last {tail} rounds: '
       + ', '.join(f'{name} {dists[-tail:].mean():.4g}' for name, dists in rounds.items())
     )
+    print(summary)
+  write_markdown(
+    os.path.join(out, 'least_squares.md'),
+    setup,
+    k_values,
+    fedavg,
+    l_values,
+    fedpa,
+    reference_rows,
+    summary,
+  )
   png = os.path.join(out, 'fedpa_least_squares.png')
   plot(png, problem, lr, k_values, fedavg, l_values, fedpa, title, rounds, config)
   print(f'wrote {png} ({time.time() - start:.1f} s)')

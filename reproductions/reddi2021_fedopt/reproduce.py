@@ -458,6 +458,13 @@ def header_lines(title: str, s: Search, cells: list[search.Cell]) -> list[str]:
     f'- Task {FLAGS.task}, {s.rounds} rounds per cell (the paper: '
     f'{LOOP[FLAGS.task][2] if FLAGS.task in LOOP else "not in the paper"}), evaluation every '
     f'{FLAGS.rounds_per_eval} rounds and at the last, engine {FLAGS.engine}.',
+    f'- Seeds: {FLAGS.seed} for every search cell; '
+    + (
+      f'{FLAGS.seed}-{FLAGS.seed + FLAGS.seeds - 1} for each selected cell (ours: their mean, '
+      'ours_std their sample std).'
+      if FLAGS.seeds > 1
+      else f'{FLAGS.seed} for each selected cell.'
+    ),
     f'- Grid (log10): eta_l {search.log_text(grid.client[0])}..{search.log_text(grid.client[-1])}, '
     f'eta {search.log_text(grid.server[0])}..{search.log_text(grid.server[-1])}, step '
     f'{FLAGS.grid_step:g} (the paper: 0.5); tau {", ".join(search.log_text(t) for t in grid.taus)}; '
