@@ -199,6 +199,18 @@ def test_several_seeds_give_the_mean_and_std_of_each_row(tmp_path):
     assert row['seeds'] == '2 of 2' and row['status'] == 'done' and row['rounds'] == '2'
     assert float(row['difference']) == pytest.approx(mean - float(row['published']), abs=0.02)
     assert finals[0] != finals[1]  # the seeds differ
+    # the clients' mean step size over the rounds, then the seeds; none for a fixed rate
+    steps = []
+    for seed in (1, 2):
+      cell = f'a{row["alpha"]}_{row["optimizer"]}_seed{seed}'
+      with open(runs / cell / 'metrics.csv', newline='') as f:
+        per_round = [r.get('client_step_size_mean') for r in csv.DictReader(f)]
+      if any(per_round):
+        steps.append(sum(float(v) for v in per_round) / len(per_round))
+    if row['optimizer'] == 'delta_sgd_authors_code':
+      assert len(steps) == 2 and float(row['step_size']) == pytest.approx(sum(steps) / 2, rel=1e-6)
+    else:
+      assert steps == [] and row['step_size'] == ''
   markdown = (out / 'table1_fmnist.md').read_text()
   assert 'seeds 1-2 (ours: the mean over them' in markdown
   assert "Delta-SGD with the authors' code options" in markdown

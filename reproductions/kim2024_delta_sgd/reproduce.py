@@ -175,6 +175,7 @@ SETTINGS = (
 # publish.json's entry of the multi-seed result (--seeds > 1); the one-seed table is `reproduce`.
 SEEDS_ENTRY = 'reproduce_seeds'
 LAST_EVALS = 5
+STEP_SIZE_METRIC = 'client_step_size_mean'
 # The column of the mean of the last LAST_EVALS evaluations (`targets.window_column`).
 OURS_LAST = targets.window_column('ours', LAST_EVALS, 'evals')
 
@@ -209,6 +210,9 @@ class CellResult:
   mean_last: float | None = None  # mean of the last LAST_EVALS evaluations, %
   curve: list[tuple[int, float]] = dataclasses.field(default_factory=list)
   status: str = 'missing'
+  # The trainer's client_step_size_mean (the clients' mean local step size) averaged over the
+  # rounds that have it: the adaptive step sizes' level (Delta-SGD, SPS); None for fixed rates.
+  step_size: float | None = None
 
 
 def _alpha(text: str) -> str:
@@ -308,6 +312,8 @@ def cell_result(runs_dir: str, cell: Cell, total_rounds: int) -> CellResult:
     )
     if accuracy is not None and round_num is not None:
       result.curve.append((int(round_num), 100.0 * accuracy))
+  steps = [cell_runner.to_float(row.get(STEP_SIZE_METRIC)) for row in rows]
+  result.step_size = seed_stats.mean_std(s for s in steps if s is None or math.isfinite(s))[0]
   if result.curve:
     result.eval_round, result.ours = result.curve[-1]
     last = [a for _, a in result.curve[-LAST_EVALS:]]
@@ -374,6 +380,7 @@ def table_rows(cells: list[Cell], results: dict[str, CellResult]) -> list[dict]:
         'difference': _round(None if mean is None else mean - published),
         'rounds': min(r.rounds for _, r in found),
         'eval_round': found[0][1].eval_round if len(found) == 1 else None,
+        'step_size': seed_stats.mean_std(r.step_size for _, r in found)[0],
         'seeds': f'{len(finals)} of {len(group)}',
         'status': (
           found[0][1].status
@@ -406,6 +413,7 @@ SEED_COLUMNS = (
   'ours_per_seed',
   OURS_LAST,
   'difference',
+  'step_size',
   'rounds',
   'seeds',
   'status',
@@ -417,6 +425,7 @@ SHOWN = {
   'ours_std': lambda v: _fmt(v, 2),
   OURS_LAST: lambda v: _fmt(v, 2),
   'difference': lambda v: _fmt(v, 2, sign=True),
+  'step_size': lambda v: '' if v is None else f'{v:.3g}',
 }
 
 
@@ -483,7 +492,9 @@ SEEDS_NOTE = (
   'Over seeds: per seed, the final evaluation (a diverged or unfinished seed: its last one; see '
   f'status) and the mean of its last {LAST_EVALS} evaluations; `ours` and `{OURS_LAST}` are '
   'their means over the seeds, `ours_std` the sample std (n - 1) of `ours`, `ours_per_seed` each '
-  "seed's, `seeds` how many have a number, `rounds` the fewest any seed trained."
+  "seed's, `seeds` how many have a number, `rounds` the fewest any seed trained; `step_size` the "
+  "clients' mean local step size (the trainer's `client_step_size_mean`) averaged over the "
+  'rounds and the seeds, for the optimizers that set their own (Delta-SGD, SPS).'
 )
 EXTRA_NOTE = (
   "Rows `sps_authors_code` and `delta_sgd_authors_code` follow the authors' FL code; the paper "
