@@ -47,10 +47,12 @@ def curve_band(
 
 
 def status_summary(statuses: Sequence[str]) -> str:
-  """'done' when every seed is; else each status with its count, in first-seen order
-  ('2 done; 1 partial 400 of 1000')."""
+  """'done' when every seed is; one seed's status as it is; else each status with its count, in
+  first-seen order ('2 done; 1 partial 400 of 1000')."""
   if all(s == 'done' for s in statuses):
     return 'done'
+  if len(statuses) == 1:
+    return statuses[0]
   counts: dict[str, int] = {}
   for status in statuses:
     counts[status] = counts.get(status, 0) + 1

@@ -40,6 +40,7 @@ def test_status_summary_counts_what_is_not_done():
     seed_stats.status_summary(['done', 'partial 400 of 1000', 'done', 'diverged at round 7'])
     == '2 done; 1 partial 400 of 1000; 1 diverged at round 7'
   )
+  assert seed_stats.status_summary(['partial 400 of 1000']) == 'partial 400 of 1000'  # one seed
 
 
 def test_mean_std_text_shows_a_spread_only_where_one_was_measured():

@@ -365,35 +365,35 @@ def run_algorithms(problem: Problem, config: AlgorithmsConfig) -> dict[str, np.n
 # -- Output. --------------------------------------------------------------------------------------
 
 
-def write_csv(path, k_values, fedavg, l_values, fedpa, reference_rows) -> None:
+def distance_rows(k_values, fedavg, l_values, fedpa, reference_rows) -> list[tuple]:
+  """(method, K or l, distance, std, min, max, seeds) of every fixed point: FedAvg's per K (one
+  value), FedPA's per l over its sample seeds, then the reference points (one value each)."""
+  one = lambda d: (d, 0.0, d, d, 1)  # noqa: E731
+  rows = [('fedavg', k, *one(d)) for k, d in zip(k_values, fedavg)]
+  rows += [
+    ('fedpa', l, r.mean(), r.std(), r.min(), r.max(), len(r)) for l, r in zip(l_values, fedpa)
+  ]
+  return rows + [(name, '', *one(d)) for name, d in reference_rows]
+
+
+def write_csv(path, rows: list[tuple]) -> None:
   with publish.atomic_output(path, newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['method', 'K_or_l', 'distance', 'std', 'min', 'max', 'seeds'])
-    for k, dist in zip(k_values, fedavg):
-      writer.writerow(['fedavg', k, f'{dist:.6g}', 0, f'{dist:.6g}', f'{dist:.6g}', 1])
-    for l, row in zip(l_values, fedpa):
-      stats = (row.mean(), row.std(), row.min(), row.max())
-      writer.writerow(['fedpa', l, *(f'{v:.6g}' for v in stats), len(row)])
-    for name, dist in reference_rows:
-      writer.writerow([name, '', f'{dist:.6g}', 0, f'{dist:.6g}', f'{dist:.6g}', 1])
+    for method, k_or_l, *stats, seeds in rows:
+      writer.writerow([method, k_or_l, *(f'{v:.6g}' for v in stats), seeds])
 
 
-def write_markdown(path, setup: str, k_values, fedavg, l_values, fedpa, reference_rows, tail=None):
-  """distances.csv as a table, under the command, date and code version that wrote it, the
-  problem's setup and (with panel (b)) the algorithms' distance over their last rounds."""
-  rows = [[f'FedAvg, K = {k}', f'{d:.4g}', '', '', '', 1] for k, d in zip(k_values, fedavg)]
-  rows += [
-    [
-      f'FedPA, l = {l}',
-      f'{r.mean():.4g}',
-      f'{r.std():.3g}',
-      f'{r.min():.3g}',
-      f'{r.max():.3g}',
-      len(r),
-    ]
-    for l, r in zip(l_values, fedpa)
-  ]
-  rows += [[name.replace('_', ' '), f'{d:.4g}', '', '', '', 1] for name, d in reference_rows]
+def write_markdown(path, setup: str, rows: list[tuple], tail=None):
+  """`distance_rows` as a table (distances.csv's), under the command, date and code version that
+  wrote it, the problem's setup and (with panel (b)) the algorithms' distance over their last
+  rounds."""
+  labels = {'fedavg': 'FedAvg, K = {}', 'fedpa': 'FedPA, l = {}'}
+  shown = []
+  for method, k_or_l, dist, std, low, high, seeds in rows:
+    label = labels[method].format(k_or_l) if method in labels else method.replace('_', ' ')
+    spread = [f'{v:.3g}' for v in (std, low, high)] if method == 'fedpa' else ['', '', '']
+    shown.append([label, f'{dist:.4g}', *spread, seeds])
   lines = [
     '# Al-Shedivat et al. 2021, Fig. 1: federated least squares',
     '',
@@ -404,7 +404,7 @@ def write_markdown(path, setup: str, k_values, fedavg, l_values, fedpa, referenc
     'Distance ||x - x*|| of each fixed point to the global optimum (FedPA: mean, std, min and '
     'max over the sample seeds; `distances.csv`):',
     '',
-    *publish.markdown_table(('fixed point', 'distance', 'std', 'min', 'max', 'seeds'), rows),
+    *publish.markdown_table(('fixed point', 'distance', 'std', 'min', 'max', 'seeds'), shown),
   ]
   if tail:
     lines += ['', tail]
@@ -572,7 +572,8 @@ def main(argv):
   for name, dist in reference_rows:
     print(f'{name}: {dist:.4g}')
   os.makedirs(out, exist_ok=True)
-  write_csv(os.path.join(out, 'distances.csv'), k_values, fedavg, l_values, fedpa, reference_rows)
+  distances = distance_rows(k_values, fedavg, l_values, fedpa, reference_rows)
+  write_csv(os.path.join(out, 'distances.csv'), distances)
   title = (
     f'Federated least squares: {FLAGS.clients} heterogeneous clients, d={FLAGS.dim}, global '
     f'optimum x*\n(a) FedPA from l exact samples of N(mu_i, {FLAGS.temperature} A_i^-1) per '
@@ -594,16 +595,7 @@ def main(argv):
       + ', '.join(f'{name} {dists[-tail:].mean():.4g}' for name, dists in rounds.items())
     )
     print(summary)
-  write_markdown(
-    os.path.join(out, 'least_squares.md'),
-    setup,
-    k_values,
-    fedavg,
-    l_values,
-    fedpa,
-    reference_rows,
-    summary,
-  )
+  write_markdown(os.path.join(out, 'least_squares.md'), setup, distances, summary)
   png = os.path.join(out, 'fedpa_least_squares.png')
   plot(png, problem, lr, k_values, fedavg, l_values, fedpa, title, rounds, config)
   print(f'wrote {png} ({time.time() - start:.1f} s)')

@@ -23,6 +23,11 @@ def _paired(rows: dict[str, dict], name: str, other: str) -> str:
   return ' '.join(f'{mine[s] - theirs[s]:+.2f}' for s in seeds)
 
 
+def _seeded(rows: list[dict]) -> bool:
+  """Whether some row with a number of ours has several seeds (the seed-by-seed columns)."""
+  return any(len(r.get(PER_SEED) or {}) > 1 for r in rows if r['ours'] is not None)
+
+
 def _rank(scores: dict[str, float], name: str) -> int:
   return 1 + sum(1 for other, s in scores.items() if other != name and s > scores[name])
 
@@ -37,7 +42,7 @@ def claim_check(rows: list[dict]) -> list[str]:
   alphas = list(dict.fromkeys(r['alpha'] for r in main))
   if not main:
     return lines + ['No results yet.']
-  seeded = any(len(r.get(PER_SEED) or {}) > 1 for r in main)
+  seeded = _seeded(main)
   lines += [
     f'The paper: Delta-SGD is competitive in every setting while each baseline falls behind '
     f'(here: >= {FALLS_BEHIND_POINTS:g} points below the best) in at least one. Ranks '
@@ -64,17 +69,17 @@ def claim_check(rows: list[dict]) -> list[str]:
     # delta_sgd against the best of the others: its lead (> 0) when it is the best itself
     rivals = [n for n in ours if n != 'delta_sgd']
     rival = max(rivals, key=ours.get) if rivals else None
-    if 'delta_sgd' in ours and rival is not None:
-      near[alpha] = ours['delta_sgd'] - ours[rival]
+    ranks, paired = ('(not run)', '(not run)', ''), ''
+    if 'delta_sgd' in ours:
       ranks = (
         f'{_rank(ours, "delta_sgd")} of {len(ours)}',
         f'{_rank(published, "delta_sgd")} of {len(ours)}',
-        f'{near[alpha]:+.2f} ({rival})',
+        '',
       )
+    if 'delta_sgd' in ours and rival is not None:
+      near[alpha] = ours['delta_sgd'] - ours[rival]
+      ranks = (*ranks[:2], f'{near[alpha]:+.2f} ({rival})')
       paired = _paired(group, 'delta_sgd', rival)
-    else:
-      ranks = ('(not run)', '(not run)', '') if 'delta_sgd' not in ours else ('1 of 1',) * 2 + ('',)
-      paired = ''
     lines.append(
       f'| {alpha} | {len(ours)} | {ranks[0]} | {ranks[1]} | {best_ours} {ours[best_ours]:.2f} | '
       f'{best_published} {published[best_published]:.1f} | {ranks[2]} |'
@@ -139,7 +144,7 @@ def authors_code_check(rows: list[dict]) -> list[str]:
   with several seeds) and to delta_sgd, the paper's rule."""
   variant = 'delta_sgd_authors_code'
   baselines = [n for n in ROWS if n != 'delta_sgd']
-  seeded = any(len(r.get(PER_SEED) or {}) > 1 for r in rows if r['ours'] is not None)
+  seeded = _seeded(rows)
   lines = []
   for alpha in dict.fromkeys(r['alpha'] for r in rows):
     group = {r['optimizer']: r for r in rows if r['alpha'] == alpha and r['ours'] is not None}
