@@ -577,7 +577,7 @@ def write_figures(cells: list[Cell], results: dict[str, CellResult], out: str) -
     ax.set_title(
       f'FMNIST, Dirichlet alpha={alpha}, {name} server: {FLAGS.rounds} rounds (paper: '
       f'{PAPER_ROUNDS}), {seeds_text()}'
-      + (' (mean; band: min to max over seeds)' if FLAGS.seeds > 1 else '')
+      + ('\n(mean; band: min to max over seeds)' if FLAGS.seeds > 1 else '')
     )
     ax.set_xlabel('round (dotted: published final accuracy)')
     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
