@@ -26,7 +26,6 @@ import os
 import pkgutil
 import signal
 import sys
-import warnings
 
 import tff_adaptive  # noqa: F401  (first: quiets TensorFlow's C++ logging before TF loads)
 
@@ -47,7 +46,6 @@ from tff_adaptive.loop import client_states
 from tff_adaptive.loop import outputs
 from tff_adaptive.loop import run_dir
 from tff_adaptive.loop import sampling
-from tff_adaptive.privacy import config as privacy_config
 from tff_adaptive.tasks import catalog
 
 FLAGS = flags.FLAGS
@@ -142,77 +140,71 @@ def _dp_aggregation(config, num_clients: int):
       clip_learning_rate=dp.clip_learning_rate,
       clipped_count_stddev=dp.clipped_count_stddev,
     )
-  with warnings.catch_warnings():
-    # TFF warns, naming its own arguments, when the adaptive clip's count takes much of the
-    # budget: the trainer says it in its flags' terms instead (below).
-    warnings.simplefilter('ignore', UserWarning)
-    aggregation = aggregators.dp_mean(
-      dp.mechanism, dp.noise_multiplier, config.clients_per_round, dp.clip, **kwargs
+  aggregation = aggregators.dp_mean(
+    dp.mechanism, dp.noise_multiplier, config.clients_per_round, dp.clip, **kwargs
+  )
+  noise = aggregation.privacy  # the split z -> (z_v, sigma_b) the queries add
+  if dp.adaptive and noise.private and noise.value_noise_multiplier >= 2 * noise.noise_multiplier:
+    value_z = noise.value_noise_multiplier
+    print(
+      f'federated_trainer: warning: --dp=gaussian_adaptive: the clip count takes most of the '
+      f'budget; the updates get noise multiplier {value_z:.3g}, {value_z / dp.noise_multiplier:.1f}x '
+      f'--dp_noise_multiplier={dp.noise_multiplier:g}: sample more --clients_per_round or use '
+      '--dp=gaussian_fixed',
+      file=sys.stderr,
+      flush=True,
     )
-  if dp.adaptive and dp.noise_multiplier > 0:
-    value_z = privacy_config.value_noise_multiplier(
-      dp.noise_multiplier, config.clients_per_round, dp.clipped_count_stddev
-    )
-    if value_z >= 2 * dp.noise_multiplier:
-      print(
-        f'federated_trainer: warning: --dp=gaussian_adaptive: the clip count takes most of the '
-        f'budget; the updates get noise multiplier {value_z:.3g}, {value_z / dp.noise_multiplier:.1f}x '
-        f'--dp_noise_multiplier={dp.noise_multiplier:g}: sample more --clients_per_round or use '
-        '--dp=gaussian_fixed',
-        file=sys.stderr,
-        flush=True,
-      )
   return aggregation
 
 
-def _epsilon_by_round(config, task):
+def _epsilon_by_round(config, task, aggregation):
   """(round T -> epsilon of T rounds, a one-line description) of a --dp run; (None, '') without.
 
-  The sampling accounted is the trainer's: exactly m of the N clients, uniformly without
-  replacement, every round (all N when m = N); with --dp=tree, epochs of floor(N / m) rounds
-  in which each client takes part at most once; with --dp=distributed_skellam, no amplification
-  by sampling (the Skellam bound needs the update's dimension: the task model's trainable
-  parameters). z = 0 is not private: epsilon is infinite.
+  Every noise parameter is the aggregation's own (`aggregation.privacy`, what its queries add;
+  `privacy.accounting.for_noise`). The sampling accounted is the trainer's: exactly m of the N
+  clients, uniformly without replacement, every round (all N when m = N); with --dp=tree,
+  epochs of floor(N / m) rounds in which each client takes part at most once; with
+  --dp=distributed_skellam, no amplification by sampling (the Skellam bound needs the update's
+  dimension: the task model's trainable parameters). z = 0 is not private: epsilon is infinite.
   """
   if config.dp is None:
     return None, ''
-  from tff_adaptive.core import skellam  # pylint: disable=g-import-not-at-top
   from tff_adaptive.privacy import accounting  # pylint: disable=g-import-not-at-top
 
+  noise = aggregation.privacy
   num_clients = len(task.client_ids)
-  dp, m = config.dp, config.clients_per_round
+  dp, m = config.dp, noise.clients_per_round
   delta = dp.delta_for(num_clients)
   described = (
-    f'DP: {dp.mechanism}, noise multiplier {dp.noise_multiplier:g}, clip {dp.clip:g}, '
+    f'DP: {noise.mechanism}, {noise.describe()}, clip {noise.clip:g}, '
     f'{m} of {num_clients} clients per round'
   )
-  if dp.noise_multiplier == 0:
+  if not noise.private:
     return (lambda rounds: float('inf')), f'{described}; z = 0: clipping only, not private'
   rounds = f'{config.total_rounds} round{"s" * (config.total_rounds != 1)}'
-  if dp.tree:
-    per_tree = sampling.rounds_per_epoch(num_clients, m)
-    tree = accounting.TreeEpsilonByRound(dp.noise_multiplier, per_tree, delta)
+  if noise.mechanism == 'tree':
+    tree = accounting.for_noise(noise, num_clients, delta)
     return tree.epsilon, (
-      f'{described}, each at most once per epoch of {per_tree} rounds (the tree restarted '
-      f'every epoch); epsilon after {rounds}: {tree.epsilon(config.total_rounds):.4g} at delta '
-      f"{delta:.3g} (RDP of the tree restarts, neighbours: one client's update replaced by zero)"
+      f'{described}, each at most once per epoch of {noise.restart_rounds} rounds (the tree '
+      f'restarted every epoch); epsilon after {rounds}: {tree.epsilon(config.total_rounds):.4g} '
+      f"at delta {delta:.3g} (RDP of the tree restarts, neighbours: one client's update "
+      'replaced by zero)'
     )
-  if dp.distributed:
+  if noise.mechanism == 'distributed_skellam':
     dim = sum(w.shape.num_elements() for w in task.keras_model_fn(config.seed).trainable_weights)
-    parameters = skellam.SkellamParameters(dp.noise_multiplier, dp.clip, m, dim, dp.bits)
-    by_round = accounting.SkellamEpsilonByRound(parameters, delta)
+    by_round = accounting.for_noise(noise, num_clients, delta, dim=dim)
+    parameters = noise.skellam_parameters(dim)
     return by_round.epsilon, (
-      f'{described}, {dp.bits}-bit secure aggregation (scale {parameters.scale:.4g}, sensitivity '
-      f'{parameters.l2_sensitivity / (parameters.scale * dp.clip):.4f} C after rounding); '
-      f'epsilon after {rounds}: {by_round.epsilon(config.total_rounds):.4g} at delta '
+      f'{described}, {noise.bits}-bit secure aggregation (scale {parameters.scale:.4g}, '
+      f'sensitivity {parameters.l2_sensitivity / (parameters.scale * noise.clip):.4f} C after '
+      f'rounding); epsilon after {rounds}: {by_round.epsilon(config.total_rounds):.4g} at delta '
       f'{delta:.3g} (RDP of the Skellam mechanism, no amplification by sampling, neighbours: '
       "one client's update replaced by zero)"
     )
-  how = 'all' if m == num_clients else 'fixed_size'
-  by_round = accounting.EpsilonByRound(dp.noise_multiplier, m, num_clients, how, delta)
+  by_round = accounting.for_noise(noise, num_clients, delta)
   return by_round.epsilon, (
-    f'{described}; epsilon after {rounds}: '
-    f'{by_round.epsilon(config.total_rounds):.4g} at delta {delta:.3g} (RDP, sampling {how})'
+    f'{described}; epsilon after {rounds}: {by_round.epsilon(config.total_rounds):.4g} at '
+    f'delta {delta:.3g} (RDP, sampling {by_round.one_round.sampling})'
   )
 
 
@@ -371,13 +363,19 @@ def _training_errors(output_dir: str):
     )
 
 
-def _prepare_dir(config, output_dir: str):
+def _prepare_dir(config, output_dir: str, noise=None):
   """The directory, its lock (returned: held until this process ends), then the hparams check
-  and first write under the lock: two trainers on one experiment cannot both run."""
+  and first write under the lock: two trainers on one experiment cannot both run.
+
+  With --dp, hparams.json's `dp_noise` is the noise the aggregation adds as the accountant reads
+  it (`core.dp_noise.DeliveredNoise.record`), derived from the checked `dp` section.
+  """
   run_dir.prepare(output_dir)
   lock = run_dir.RunLock(output_dir)
   record = trainer_flags.hparams_record(config)
   record['runtime']['code_version'] = provenance.code_version()  # of this start
+  if noise is not None:
+    record[outputs.DP_NOISE_SECTION] = noise.record()
   outputs.check_or_write_hparams(
     output_dir,
     record,
@@ -446,10 +444,10 @@ def _train(config, output_dir: str) -> None:
     )
     algorithm = _build_algorithm(config, task)  # e.g. a model too big for FedPA's exact solver
     engine_config.check_engine(config.engine, algorithm)  # e.g. a model without a batched form
-    epsilon, dp_line = _epsilon_by_round(config, task)
+    epsilon, dp_line = _epsilon_by_round(config, task, algorithm.aggregation)
     if config.runtime.workers:  # before anything is written
       runtime.check_reachable(config.runtime.workers, config.runtime.worker_connect_timeout)
-    lock = _prepare_dir(config, output_dir)  # noqa: F841  (held for the life of the process)
+    lock = _prepare_dir(config, output_dir, algorithm.aggregation.privacy)  # noqa: F841
 
   tf.keras.utils.set_random_seed(config.seed)
   initial_weights = tff.learning.models.ModelWeights.from_model(task.keras_model_fn(config.seed))

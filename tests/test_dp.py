@@ -1,10 +1,10 @@
 """User-level DP (`aggregators.dp_mean`, --dp): clip, sum, noise, then the server optimizer.
 
 Held to NumPy written from the equations of McMahan et al. 2018 (clip to C, noise z C on the
-sum, divide by m) and Andrew et al. 2021 (the geometric clip update), over several rounds; the
-noise to its law (std z C / m; DP-FTRL's tree: the variance of its estimate of each running
-sum, and its restart); both faces (the TFF factory, the in-process fold) and both
-engines to each other, with noise; the order (the server optimizer steps on the noised mean).
+sum, divide by m) and Andrew et al. 2021 (the geometric clip update), over several rounds; both
+faces (the TFF factory, the in-process fold) and both engines to each other, with noise; the
+order (the server optimizer steps on the noised mean). The noise's law, measured for every
+mechanism against the accountant's inputs: tests/test_dp_noise.py.
 """
 
 import collections
@@ -25,6 +25,7 @@ from tff_adaptive import optimizers
 from tff_adaptive import tasks
 from tff_adaptive.aggregators import dp
 from tff_adaptive.algorithms import config as algorithm_config
+from tff_adaptive.core import dp_noise
 from tff_adaptive.core import seeds
 from tff_adaptive.optimizers import client as client_optimizers
 from tff_adaptive.optimizers import fedopt_math
@@ -144,84 +145,7 @@ def test_a_non_finite_update_counts_as_zeros():
       assert np.all(np.isfinite(_flat(got[0][0])))
 
 
-def test_noise_has_std_z_c_over_m_and_is_a_function_of_seed_and_round():
-  z, clip, m, n = 0.7, 0.5, 4, 40_000
-  specs = (tf.TensorSpec([n], tf.float32),)
-  zeros = [[(np.zeros(n, np.float32),)] * m] * 3
-  aggregation = aggregators.dp_mean('gaussian_fixed', z, m, clip, noise_seed=5)
-  fold = _fold_rounds(aggregation, zeros, specs)
-  factory = _factory_rounds(aggregation, zeros, specs)
-  noises = [_flat(result) for result, _ in fold]
-  for noise, (result, _) in zip(noises, factory):
-    np.testing.assert_array_equal(noise, _flat(result))  # both faces draw the same noise
-    # std of the sample std of n normals: sigma / sqrt(2n) = 0.35% of sigma; held to 2%.
-    assert np.std(noise) == pytest.approx(z * clip / m, rel=0.02)
-    assert abs(np.mean(noise)) < 4 * z * clip / m / np.sqrt(n)
-  assert abs(np.corrcoef(noises[0], noises[1])[0, 1]) < 0.03  # a new draw each round
-  # Two leaves of the same shape draw apart too (the leaf index is folded into the seed).
-  pair_specs = (tf.TensorSpec([n], tf.float32), tf.TensorSpec([n], tf.float32))
-  pair = _fold_rounds(
-    aggregators.dp_mean('gaussian_fixed', z, m, clip),
-    [[(np.zeros(n, np.float32),) * 2] * m],
-    pair_specs,
-  )[0][0]
-  assert abs(np.corrcoef(pair[0], pair[1])[0, 1]) < 0.03
-  again = _fold_rounds(
-    aggregators.dp_mean('gaussian_fixed', z, m, clip, noise_seed=5), zeros, specs
-  )
-  np.testing.assert_array_equal(_flat(again[2][0]), noises[2])
-  other = _fold_rounds(
-    aggregators.dp_mean('gaussian_fixed', z, m, clip, noise_seed=6), zeros, specs
-  )
-  assert abs(np.corrcoef(_flat(other[0][0]), noises[0])[0, 1]) < 0.03
-
-
-# Variance of the tree's noise on the running sum S_t of rounds t = 1..4 of one tree, in units
-# of (z C)^2 (module `aggregators.dp`, 'tree'):
-# * the plain tree covers 1..t with popcount(t) nodes, each N(0, (z C)^2): 1, 1, 2, 1;
-# * the efficient tree (Honaker 2015) estimates a complete subtree of height h from its own
-#   node (variance 1) and its two children's estimates (v_{h-1} each) at inverse-variance
-#   weights: v_h = 1 / (1 + 1 / (2 v_{h-1})), v_0 = 1, so v_1 = 2/3 and v_2 = 4/7; S_3 is the
-#   height-1 subtree [1, 2] plus leaf 3: 2/3 + 1 = 5/3.
-TREE_PREFIX_VARIANCES = {False: [1, 1, 2, 1], True: [1, 2 / 3, 5 / 3, 4 / 7]}
-
-
-@pytest.mark.parametrize('efficient', [False, True])
-def test_tree_noise_is_the_trees_estimate_of_the_running_sum_and_restarts(efficient):
-  z, clip, m, n = 0.7, 0.5, 4, 40_000
-  specs = (tf.TensorSpec([n], tf.float32),)
-  zeros = [[(np.zeros(n, np.float32),)] * m] * 7
-
-  def releases(seed):
-    aggregation = aggregators.dp_mean(
-      'tree', z, m, clip, restart_rounds=5, efficient=efficient, noise_seed=seed
-    )
-    return [_flat(result) for result, _ in _fold_rounds(aggregation, zeros, specs)]
-
-  noise = releases(5)
-  unit = (z * clip / m) ** 2
-  # Zero updates: round t releases N~_t - N~_{t-1}, so the running sum is the tree's N~_t / m.
-  # A sample variance of n normals is within 3 sqrt(2 / n) = 2.1% of the variance.
-  running = np.cumsum(noise, axis=0)
-  expected = TREE_PREFIX_VARIANCES[efficient]
-  np.testing.assert_allclose([np.var(s) / unit for s in running[:4]], expected, rtol=0.03)
-  # Restarted after round 5: rounds 6 and 7 sum from a new tree, N~ = 0 at its start. (Without
-  # the restart, round 6 of the plain tree would release node [5, 6] - leaf 5: variance 2.)
-  fresh = running[5:] - running[4]
-  np.testing.assert_allclose([np.var(s) / unit for s in fresh], expected[:2], rtol=0.03)
-  assert abs(np.corrcoef(fresh[0], running[4])[0, 1]) < 0.03
-  # A function of (seed, round): the same seed draws the same noise on the TFF face too; seeds
-  # 5 and 6 draw apart in every pair of rounds (TF Privacy's generator, seeded with s and s + 1
-  # directly, would give node k + 1 of one run the noise of node k of the other).
-  factory = _factory_rounds(
-    aggregators.dp_mean('tree', z, m, clip, restart_rounds=5, efficient=efficient, noise_seed=5),
-    zeros,
-    specs,
-  )
-  for a, (b, _) in zip(noise, factory):
-    np.testing.assert_array_equal(a, _flat(b))
-  other = releases(6)
-  assert max(abs(np.corrcoef(a, b)[0, 1]) for a in noise for b in other) < 0.03
+# The noise's law, stream by stream, for every mechanism: tests/test_dp_noise.py.
 
 
 def test_adaptive_clip_follows_the_geometric_update_and_reaches_the_target_quantile():
@@ -252,7 +176,7 @@ def test_adaptive_clip_follows_the_geometric_update_and_reaches_the_target_quant
 def test_adaptive_noise_split_composes_to_the_total_noise_multiplier(z, m):
   value_z, count_stddev = differential_privacy.adaptive_clip_noise_params(z, m, None)
   assert count_stddev == privacy_config.adaptive_count_stddev(m, None)
-  assert privacy_config.value_noise_multiplier(z, m, None) == pytest.approx(value_z, rel=1e-12)
+  assert dp_noise.split_noise_multiplier(z, count_stddev) == pytest.approx(value_z, rel=1e-12)
   # The count has sensitivity 1/2: its noise multiplier is 2 sigma_b. RDP adds up.
   composed = dp_accounting.ComposedDpEvent(
     [dp_accounting.GaussianDpEvent(value_z), dp_accounting.GaussianDpEvent(2 * count_stddev)]

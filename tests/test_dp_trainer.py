@@ -1,6 +1,7 @@
 """The trainer's --dp: epsilon after every round, both engines, an exact resume, one-line refusals."""
 
 import csv
+import json
 import math
 import os
 import pathlib
@@ -60,13 +61,34 @@ def test_epsilon_after_every_round_is_the_accountants(inprocess_run):
   run = accounting.GaussianRounds(0.5, ROUNDS, 10, 100, 'fixed_size')
   assert float(rows[-1]['dp_epsilon']) == pytest.approx(accounting.epsilon(run, delta), rel=1e-12)
   epsilon = accounting.epsilon(run, delta)
+  # The line states the total z and what the aggregation adds: z_v = (z^-2 - (2 sigma_b)^-2)^-1/2
+  # on the updates, sigma_b = m / 20 on the clip's count (the accountant's inputs).
+  z_v = (0.5**-2 - 1.0**-2) ** -0.5
   assert (
-    'DP: gaussian_adaptive, noise multiplier 0.5, clip 0.1, 10 of 100 clients per round; '
+    f'DP: gaussian_adaptive, noise multiplier 0.5 (updates z_v {z_v:.4g}, clip count sigma_b '
+    '0.5: together worth z 0.5), clip 0.1, 10 of 100 clients per round; '
     f'epsilon after {ROUNDS} rounds: {epsilon:.4g} at delta {delta:.3g} (RDP, sampling fixed_size)'
   ) in result.stdout
   assert f'dp_epsilon={epsilon:.4f}' in result.stdout.splitlines()[-2]  # the final line
   clips = [float(r['dp_clip']) for r in rows]
   assert len(set(clips)) == ROUNDS and clips[0] != 0.1  # the clip adapts every round
+
+
+def test_hparams_json_records_the_noise_the_aggregation_adds(inprocess_run):
+  tmp_path, _, _ = inprocess_run
+  with open(tmp_path / 'whole' / 'hparams.json') as f:
+    record = json.load(f)
+  assert record['dp']['noise_multiplier'] == 0.5
+  assert record['dp_noise'] == {
+    'mechanism': 'gaussian_adaptive',
+    'noise_multiplier': 0.5,
+    'value_noise_multiplier': pytest.approx((0.5**-2 - 1.0**-2) ** -0.5, rel=1e-12),
+    'clip': 0.1,
+    'clients_per_round': 10,
+    'count_noise_stddev': 0.5,
+    'count_noise_multiplier': 1.0,
+    'effective_noise_multiplier': pytest.approx(0.5, rel=1e-12),
+  }
 
 
 def test_the_tff_engine_writes_the_same_metrics(inprocess_run, tmp_path):

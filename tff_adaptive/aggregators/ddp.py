@@ -71,6 +71,7 @@ import tensorflow_privacy as tfp
 from tff_adaptive.aggregators.update_aggregation import UpdateAggregation
 from tff_adaptive.core import skellam
 from tff_adaptive.core import validation
+from tff_adaptive.core.dp_noise import DeliveredNoise
 
 _ROTATION = 'hd'
 _ROUNDING_STREAM = 1
@@ -195,14 +196,21 @@ def ddp_sum_factory(
 ) -> tff.aggregators.UnweightedAggregationFactory:
   """TFF's `DistributedDpSumFactory` (distributed Skellam, Hadamard rotation, fixed clip C),
   its draws seeded by `noise_seed` (module docstring): the noisy sum of the clients' values."""
-  skellam.check_arguments(noise_multiplier, clients_per_round, clip, bits)
+  noise = DeliveredNoise.for_mechanism(
+    'distributed_skellam', noise_multiplier, clients_per_round, clip, bits=bits
+  )
+  return _sum_factory(noise, noise_seed)
+
+
+def _sum_factory(noise: DeliveredNoise, noise_seed: int):
+  """The factory that adds `noise` (its z, C, m and B)."""
   validation.check_int('noise_seed', noise_seed, 0)
   _allow_deep_protos()
   return _SeededDistributedDpSumFactory(
-    noise_multiplier=float(noise_multiplier),
-    expected_clients_per_round=clients_per_round,
-    bits=bits,
-    l2_clip=float(clip),
+    noise_multiplier=noise.noise_multiplier,
+    expected_clients_per_round=noise.clients_per_round,
+    bits=noise.bits,
+    l2_clip=noise.clip,
     modclip_prob=skellam.MODCLIP_PROBABILITY,
     mechanism='distributed_skellam',
     rotation_type=_ROTATION,
@@ -247,7 +255,10 @@ def ddp_mean(
     Delta_2, the local noise std, the padded dimension: `mean_value`, and the secure count's
     `mean_count`), written as ddp_* and ddp_count_* columns (`engines.base.flat_metrics`).
   """
-  factory = ddp_sum_factory(noise_multiplier, clients_per_round, clip, bits, noise_seed)
+  noise = DeliveredNoise.for_mechanism(
+    'distributed_skellam', noise_multiplier, clients_per_round, clip, bits=bits
+  )
+  factory = _sum_factory(noise, noise_seed)
 
   def make_factory():
     mean = tff.aggregators.UnweightedMeanFactory(
@@ -265,7 +276,7 @@ def ddp_mean(
     _no_fold,
     _no_fold,
     _no_fold,
-    differentially_private=True,
+    privacy=noise,
     tff_only=TFF_ONLY,
   )
 

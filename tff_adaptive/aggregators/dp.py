@@ -65,8 +65,9 @@ from tensorflow_privacy.privacy.dp_query import tree_aggregation
 
 from tff_adaptive.aggregators.update_aggregation import UpdateAggregation
 from tff_adaptive.core import validation
+from tff_adaptive.core.dp_noise import DeliveredNoise
 
-MECHANISMS = ('gaussian_fixed', 'gaussian_adaptive', 'tree')
+MECHANISMS = ('gaussian_fixed', 'gaussian_adaptive', 'tree')  # central DP (ddp: distributed)
 
 # The seeds of the value noise and of the adaptive clip's count noise, from one noise_seed.
 _VALUE_STREAM = 0
@@ -226,27 +227,39 @@ def build_tree_query(
   tree every `restart_rounds` rounds (None: one tree for the whole run, as TFF's
   `DifferentiallyPrivateFactory.tree_aggregation`).
   """
+  noise = _tree_noise(noise_multiplier, clients_per_round, clip, restart_rounds)
+  return _tree_query(noise, specs, efficient=efficient, noise_seed=noise_seed)
+
+
+def _tree_noise(noise_multiplier, clients_per_round, clip, restart_rounds) -> DeliveredNoise:
   validation.check_nonnegative('noise_multiplier', noise_multiplier)
   validation.check_int('clients_per_round', clients_per_round, 1)
   validation.check_positive('clip', clip)
-  validation.check_int('noise_seed', noise_seed, 0)
   if restart_rounds is not None:
     validation.check_int('restart_rounds', restart_rounds, 1)
+  return DeliveredNoise.for_mechanism(
+    'tree', noise_multiplier, clients_per_round, clip, restart_rounds=restart_rounds
+  )
+
+
+def _tree_query(noise: DeliveredNoise, specs, *, efficient: bool, noise_seed: int) -> tfp.DPQuery:
+  """The tree query that adds `noise` (its node std z C, its restarts)."""
+  validation.check_int('noise_seed', noise_seed, 0)
   generator = tree_aggregation.GaussianNoiseGenerator(
-    noise_std=clip * noise_multiplier, specs=specs, seed=_tree_seed(noise_seed)
+    noise_std=noise.sum_stddev(), specs=specs, seed=_tree_seed(noise_seed)
   )
   query = _TreeResidualSumQuery(
     record_specs=specs,
     noise_generator=generator,
     clip_fn=_clip_finite,
-    clip_value=clip,
+    clip_value=noise.clip,
     use_efficient=efficient,
   )
-  if restart_rounds is not None:
+  if noise.restart_rounds is not None:
     query = restart_query.RestartQuery(
-      query, restart_query.PeriodicRoundRestartIndicator(restart_rounds)
+      query, restart_query.PeriodicRoundRestartIndicator(noise.restart_rounds)
     )
-  return tfp.NormalizedQuery(query, denominator=float(clients_per_round))
+  return tfp.NormalizedQuery(query, denominator=float(noise.clients_per_round))
 
 
 def _specs_of(values):
@@ -265,16 +278,6 @@ class _TreeFactory(tff.aggregators.UnweightedAggregationFactory):
     return tff.aggregators.DifferentiallyPrivateFactory(query).create(value_type)
 
 
-def _adaptive_noise(noise_multiplier, clients_per_round, clipped_count_stddev):
-  """(z_v, sigma_b): TFF's own split of z between the value and the count (module docstring)."""
-  # pylint: disable-next=g-import-not-at-top
-  from tensorflow_federated.python.aggregators import differential_privacy
-
-  return differential_privacy.adaptive_clip_noise_params(
-    noise_multiplier, clients_per_round, clipped_count_stddev
-  )
-
-
 def build_dp_query(
   mechanism: str,
   noise_multiplier: float,
@@ -287,6 +290,20 @@ def build_dp_query(
   noise_seed: int = 0,
 ) -> tfp.DPQuery:
   """The mean query of `mechanism`: NormalizedQuery(sum query, denominator=clients_per_round)."""
+  noise = _gaussian_noise(
+    mechanism, noise_multiplier, clients_per_round, clip, clipped_count_stddev
+  )
+  return _gaussian_query(
+    noise,
+    target_quantile=target_quantile,
+    clip_learning_rate=clip_learning_rate,
+    noise_seed=noise_seed,
+  )
+
+
+def _gaussian_noise(
+  mechanism, noise_multiplier, clients_per_round, clip, clipped_count_stddev
+) -> DeliveredNoise:
   if mechanism not in MECHANISMS:
     raise ValueError(f'mechanism={mechanism!r} is invalid; valid choices: {", ".join(MECHANISMS)}')
   if mechanism == 'tree':
@@ -294,26 +311,32 @@ def build_dp_query(
   validation.check_nonnegative('noise_multiplier', noise_multiplier)
   validation.check_int('clients_per_round', clients_per_round, 1)
   validation.check_positive('clip', clip)
+  return DeliveredNoise.for_mechanism(
+    mechanism, noise_multiplier, clients_per_round, clip, clipped_count_stddev=clipped_count_stddev
+  )
+
+
+def _gaussian_query(
+  noise: DeliveredNoise, *, target_quantile: float, clip_learning_rate: float, noise_seed: int
+) -> tfp.DPQuery:
+  """The query that adds `noise`: value noise z_v C_t on the sum, the count's sigma_b."""
   validation.check_int('noise_seed', noise_seed, 0)
-  if mechanism == 'gaussian_fixed':
-    query = _SeededGaussianSumQuery(clip, noise_multiplier * clip, (noise_seed, _VALUE_STREAM))
+  if noise.mechanism == 'gaussian_fixed':
+    query = _SeededGaussianSumQuery(noise.clip, noise.sum_stddev(), (noise_seed, _VALUE_STREAM))
   else:
     if not 0 < target_quantile < 1:
       raise ValueError(f'target_quantile must be in (0, 1), got {target_quantile}')
     validation.check_nonnegative('clip_learning_rate', clip_learning_rate)
-    value_noise, count_stddev = _adaptive_noise(
-      float(noise_multiplier), float(clients_per_round), clipped_count_stddev
-    )
     query = _SeededAdaptiveClipSumQuery(
-      clip,
-      value_noise,
+      noise.clip,
+      noise.value_noise_multiplier,
       target_quantile,
       clip_learning_rate,
-      count_stddev,
-      float(clients_per_round),
+      noise.count_noise_stddev,
+      float(noise.clients_per_round),
       noise_seed,
     )
-  return tfp.NormalizedQuery(query, denominator=float(clients_per_round))
+  return tfp.NormalizedQuery(query, denominator=float(noise.clients_per_round))
 
 
 def dp_mean(
@@ -345,17 +368,39 @@ def dp_mean(
     fold runs the same query's clip, sum and noise in the in-process engine.
   """
   if mechanism == 'tree':
+    tree_kwargs = {k: kwargs.pop(k) for k in ('efficient', 'noise_seed') if k in kwargs}
+    noise = _tree_noise(
+      noise_multiplier, clients_per_round, clip, kwargs.pop('restart_rounds', None)
+    )
+    if kwargs:
+      raise TypeError(f'dp_mean(tree): unexpected arguments {sorted(kwargs)}')
 
     def query_for(specs):
-      return build_tree_query(noise_multiplier, clients_per_round, clip, specs, **kwargs)
+      return _tree_query(
+        noise,
+        specs,
+        efficient=tree_kwargs.get('efficient', True),
+        noise_seed=tree_kwargs.get('noise_seed', 0),
+      )
 
     query_for(())  # checks the arguments now
     make_factory = lambda: _TreeFactory(query_for)  # noqa: E731
-    restart = kwargs.get('restart_rounds')
+    restart = noise.restart_rounds
     restarted = f', restarted every {restart} rounds' if restart else ''
   else:
     restarted = ''
-    query = build_dp_query(mechanism, noise_multiplier, clients_per_round, clip, **kwargs)
+    clipped_count_stddev = kwargs.pop('clipped_count_stddev', None)
+    noise = _gaussian_noise(
+      mechanism, noise_multiplier, clients_per_round, clip, clipped_count_stddev
+    )
+    query = _gaussian_query(
+      noise,
+      target_quantile=kwargs.pop('target_quantile', 0.5),
+      clip_learning_rate=kwargs.pop('clip_learning_rate', 0.2),
+      noise_seed=kwargs.pop('noise_seed', 0),
+    )
+    if kwargs:
+      raise TypeError(f'dp_mean({mechanism}): unexpected arguments {sorted(kwargs)}')
     query_for = lambda specs: query  # noqa: E731
     make_factory = lambda: tff.aggregators.DifferentiallyPrivateFactory(query)  # noqa: E731
 
@@ -385,5 +430,5 @@ def dp_mean(
     accumulate,
     report,
     initialize=initialize,
-    differentially_private=True,
+    privacy=noise,
   )

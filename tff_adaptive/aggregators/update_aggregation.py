@@ -26,8 +26,8 @@ class UpdateAggregation:
     report: (accumulator, state) -> (aggregated update, new state, measurements).
     initialize: the model's trainable specs -> the fold's state before round 0 (() when
       stateless).
-    differentially_private: whether the result is a DP release of the clients' updates (the
-      algorithms that cannot be privatised refuse such an aggregation).
+    privacy: the noise of a DP release of the clients' updates (`core.dp_noise.DeliveredNoise`:
+      what the queries add, and what the accountant reads); None when not DP.
     compressed: whether the clients' updates are compressed (the algorithms whose aggregation
       is their own, or that upload more than the update, refuse such an aggregation).
     tff_only: why the aggregation has no fold ('' when it has one): it runs on engine 'tff'
@@ -40,9 +40,15 @@ class UpdateAggregation:
   accumulate: Callable[[Any, Any, tf.Tensor], Any]
   report: Callable[[Any, Any], tuple[Any, Any, Any]]
   initialize: Callable[[Any], Any] = lambda specs: ()
-  differentially_private: bool = False
+  privacy: Any = None
   compressed: bool = False
   tff_only: str = ''
+
+  @property
+  def differentially_private(self) -> bool:
+    """Whether the result is a DP release of the clients' updates (the algorithms that cannot be
+    privatised refuse such an aggregation)."""
+    return self.privacy is not None
 
 
 def stateless(name, factory, zero, accumulate, report) -> UpdateAggregation:

@@ -28,6 +28,11 @@ from typing import Any
 
 HPARAMS_FILE = 'hparams.json'
 UNCHECKED_SECTION = 'runtime'
+# The noise a DP run's aggregation adds (`core.dp_noise.DeliveredNoise.record`): derived from the
+# checked `dp` section by the code, recorded for the reader, neither fingerprinted nor compared
+# (runs from before it was recorded resume).
+DP_NOISE_SECTION = 'dp_noise'
+_UNCHECKED = (UNCHECKED_SECTION, DP_NOISE_SECTION)
 
 
 class ConfigMismatchError(ValueError):
@@ -149,11 +154,12 @@ def _leaves(value: Any, prefix: str = '') -> dict[str, Any]:
 
 
 def fingerprint(hparams: Mapping[str, Any], length: int = 6) -> str:
-  """A short hex hash of the fingerprinted part of `hparams` (all but the runtime section).
+  """A short hex hash of the fingerprinted part of `hparams` (all but the runtime and dp_noise
+  sections).
 
   Key order and JSON-equivalent types (tuples, numpy scalars) do not change it.
   """
-  checked = {k: v for k, v in hparams.items() if k != UNCHECKED_SECTION}
+  checked = {k: v for k, v in hparams.items() if k not in _UNCHECKED}
   text = json.dumps(json.loads(json.dumps(checked)), sort_keys=True, separators=(',', ':'))
   return hashlib.sha256(text.encode()).hexdigest()[:length]
 
@@ -197,8 +203,8 @@ def check_or_write_hparams(
 ) -> None:
   """Writes hparams.json, or checks that an existing one matches `hparams`.
 
-  The `runtime` section is not compared; it is rewritten with the new values (and the whole
-  file in the current format when `upgrade` changed it).
+  The `runtime` and `dp_noise` sections are not compared; they are rewritten with the new
+  values (and the whole file in the current format when `upgrade` changed it).
 
   Args:
     output_dir: the experiment directory.
@@ -224,7 +230,7 @@ def check_or_write_hparams(
         f'{path} is unreadable ({str(e).splitlines()[0]}); it records the run in '
         f'{output_dir}: restore it, or use a new --experiment_name'
       ) from None
-    checked = lambda h: _leaves({k: v for k, v in h.items() if k != UNCHECKED_SECTION})
+    checked = lambda h: _leaves({k: v for k, v in h.items() if k not in _UNCHECKED})
     old, new = checked(upgrade(stored) if upgrade else stored), checked(hparams)
     if old != new:
       raise ConfigMismatchError(

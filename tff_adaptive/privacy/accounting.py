@@ -68,6 +68,7 @@ from dp_accounting import pld
 from dp_accounting import rdp
 import numpy as np
 
+from tff_adaptive.core import dp_noise
 from tff_adaptive.core import skellam
 from tff_adaptive.core import validation
 
@@ -83,6 +84,7 @@ __all__ = [
   'TreeRounds',
   'calibrated_noise_multiplier',
   'epsilon',
+  'for_noise',
 ]
 
 SAMPLINGS = ('poisson', 'fixed_size', 'all')
@@ -376,3 +378,32 @@ def calibrated_noise_multiplier(
     else:
       low = middle
   return round(math.ceil(high / tolerance) * tolerance, 12)
+
+
+def for_noise(
+  noise: dp_noise.DeliveredNoise, num_clients: int, delta: float, *, dim: int | None = None
+) -> EpsilonByRound | TreeEpsilonByRound | SkellamEpsilonByRound:
+  """epsilon after T rounds (`.epsilon(T)`) of the noise a DP aggregation delivers
+  (`UpdateAggregation.privacy`), under the trainer's sampling: exactly m = `clients_per_round`
+  of the N = `num_clients` clients every round, uniformly without replacement ('fixed_size'; 'all'
+  when m = N); the tree, in epochs of `restart_rounds` rounds (each client at most once per tree);
+  distributed Skellam without amplification by sampling (its bound needs the update's `dim`).
+
+  Every noise parameter is read from `noise`, the object the aggregation's queries were built
+  from: the Gaussian rounds' noise multiplier is the delivered one, z_v, or for the adaptive clip
+  the pair (z_v, sigma_b) as one Gaussian mechanism, z_eff (`DeliveredNoise`).
+  """
+  validation.check_int('num_clients', num_clients, noise.clients_per_round)
+  z = noise.value_noise_multiplier
+  if noise.mechanism == dp_noise.TREE:
+    if noise.restart_rounds is None:
+      raise ValueError('the tree is accounted per epoch: build it with restart_rounds')
+    return TreeEpsilonByRound(z, noise.restart_rounds, delta)
+  if noise.mechanism == dp_noise.DISTRIBUTED_SKELLAM:
+    if dim is None:
+      raise ValueError("distributed_skellam's epsilon needs the update's dimension (dim)")
+    return SkellamEpsilonByRound(noise.skellam_parameters(dim), delta)
+  sampling = 'all' if noise.clients_per_round == num_clients else 'fixed_size'
+  return EpsilonByRound(
+    noise.effective_noise_multiplier, noise.clients_per_round, num_clients, sampling, delta
+  )

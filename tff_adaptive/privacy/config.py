@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any
 
 from tff_adaptive import registry
+from tff_adaptive.core import dp_noise
 from tff_adaptive.core import skellam
 from tff_adaptive.core import validation
 
@@ -37,23 +38,9 @@ DP_MECHANISMS: registry.Registry[str] = registry.Registry(
 
 def adaptive_count_stddev(clients_per_round: int, clipped_count_stddev: float | None) -> float:
   """sigma_b, the noise of the adaptive clip's count: m / 20 unless given (TFF's default)."""
-  return 0.05 * clients_per_round if clipped_count_stddev is None else clipped_count_stddev
-
-
-def value_noise_multiplier(
-  noise_multiplier: float, clients_per_round: int, clipped_count_stddev: float | None
-) -> float:
-  """z_v, the adaptive clip's noise multiplier on the updates, for a total z (z < 2 sigma_b).
-
-  The count of unclipped updates has sensitivity 1/2 and noise sigma_b: noise multiplier
-  2 sigma_b. Gaussian mechanisms compose in RDP by adding 1 / z^2, so the pair is worth one of
-  noise multiplier z when 1 / z^2 = 1 / z_v^2 + 1 / (2 sigma_b)^2, i.e.
-  z_v = (z^-2 - (2 sigma_b)^-2)^(-1/2) (TFF's `adaptive_clip_noise_params`; 0 when z = 0).
-  """
-  if noise_multiplier == 0:
-    return 0.0
-  sigma_b = adaptive_count_stddev(clients_per_round, clipped_count_stddev)
-  return (noise_multiplier**-2 - (2 * sigma_b) ** -2) ** -0.5
+  if clipped_count_stddev is None:
+    return dp_noise.default_count_stddev(clients_per_round)
+  return clipped_count_stddev
 
 
 @dataclasses.dataclass(frozen=True)
