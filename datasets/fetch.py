@@ -1,6 +1,6 @@
 """Downloads TFF's federated dataset files into a data directory, verified and atomically.
 
-    python -m tff_adaptive.datasets.fetch --data_dir=DIR --dataset=emnist|shakespeare|stackoverflow|cifar100|
+    tff-adaptive fetch --data_dir=DIR --dataset=emnist|shakespeare|stackoverflow|cifar100|
                                                       stackoverflow_counts
 
 For the federated benchmarks of Reddi et al., "Adaptive Federated Optimization", ICLR 2021: the
@@ -36,6 +36,7 @@ import time
 import urllib.error
 import urllib.request
 
+from tff_adaptive import commands
 from tff_adaptive.datasets import stackoverflow_counts
 from tff_adaptive.datasets import tff_sqlite
 from tff_adaptive.datasets.errors import DataFormatError
@@ -258,7 +259,7 @@ def fetch(
 
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
-    prog='python -m tff_adaptive.datasets.fetch',
+    prog=commands.command('fetch'),
     description="Download TFF's federated dataset files, verified, into --data_dir.",
   )
   parser.add_argument('--data_dir', required=True, help='Directory to store the files in.')

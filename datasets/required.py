@@ -9,11 +9,10 @@ from collections.abc import Sequence
 import dataclasses
 import os
 
+from tff_adaptive import commands
 from tff_adaptive.datasets.errors import DataNotFoundError
 
 __all__ = ['DataFile', 'check_data_files', 'missing_data_files']
-
-SAMPLES_COMMAND = 'python -m tff_adaptive.datasets.samples --data_dir=DIR'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,9 +21,10 @@ class DataFile:
 
   Attributes:
     name: its path relative to the data directory.
-    source: how to get it, a command or a short sentence; '{data_dir}' is filled in.
+    source: how to get it, a command or a short sentence; '{data_dir}' and '{fetch}' (the
+      `tff-adaptive fetch` command as it runs here) are filled in.
     alternatives: other relative paths that serve as well (e.g. an uncompressed copy).
-    has_samples: whether `python -m tff_adaptive.datasets.samples` writes a small stand-in.
+    has_samples: whether `tff-adaptive samples` writes a small stand-in.
   """
 
   name: str
@@ -46,17 +46,19 @@ def check_data_files(task: str, data_dir: str, files: Sequence[DataFile]) -> Non
   """Raises DataNotFoundError naming every missing file of `task` and how to get each.
 
   Message: `task so_lr: 3 data files missing: /d/a, /d/b, /d/c; get them with: <source>; <source>;
-  or try the task on small random sample files: python -m tff_adaptive.datasets.samples
-  --data_dir=DIR, then --data_dir=DIR`.
+  or try the task on small random sample files: tff-adaptive samples --data_dir=DIR, then
+  --data_dir=DIR` (each command as it runs where the message is printed: `commands.command`).
   """
   data_dir = os.path.abspath(data_dir)
   missing = missing_data_files(data_dir, files)
   if not missing:
     return
-  sources = list(dict.fromkeys(f.source.format(data_dir=data_dir) for f in missing))
+  fetch = commands.command('fetch')
+  sources = list(dict.fromkeys(f.source.format(data_dir=data_dir, fetch=fetch) for f in missing))
   count = f'{len(missing)} data files' if len(missing) > 1 else 'a data file'
   samples = (
-    f'; or try the task on small random sample files: {SAMPLES_COMMAND}, then --data_dir=DIR'
+    f'; or try the task on small random sample files: {commands.command("samples")} '
+    '--data_dir=DIR, then --data_dir=DIR'
     if all(f.has_samples for f in missing)
     else ''
   )

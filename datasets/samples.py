@@ -1,7 +1,7 @@
 """Small federated data files in exactly TFF's formats: the way to try the big tasks offline.
 
-    python -m tff_adaptive.datasets.samples --data_dir=DIR
-    python -m run.federated_trainer --task=so_lr --data_dir=DIR --total_rounds=3
+    tff-adaptive samples --data_dir=DIR       # .venv/bin/tff-adaptive in a checkout
+    tff-adaptive train --task=so_lr --data_dir=DIR --total_rounds=3
 
 writes, in DIR, random stand-ins for the files TFF publishes (`emnist_all.sqlite`,
 `shakespeare.sqlite`, `stackoverflow.sqlite`, `cifar100.sqlite`, StackOverflow's
@@ -31,6 +31,7 @@ import tarfile
 
 import numpy as np
 
+from tff_adaptive import commands
 from tff_adaptive.datasets.tff_format import cifar100_example
 from tff_adaptive.datasets.tff_format import emnist_example
 from tff_adaptive.datasets.tff_format import shakespeare_example
@@ -396,9 +397,9 @@ def write_samples(data_dir: str, seed: int = 0) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(
-    prog='python -m tff_adaptive.datasets.samples',
+    prog=commands.command('samples'),
     description="Write small random files in TFF's formats for the tasks emnist_cr, emnist_ae, "
-    'shakespeare, so_nwp, so_lr and cifar100 (then: python -m run.federated_trainer '
+    f'shakespeare, so_nwp, so_lr and cifar100 (then: {commands.command("train")} '
     '--task=so_lr --data_dir=DIR).',
   )
   parser.add_argument('--data_dir', required=True, help='Directory to write the files to.')
@@ -412,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   for path in paths:
     print(f'wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB)')
   print(
-    f'try: python -m run.federated_trainer --task=so_lr --data_dir={os.path.abspath(args.data_dir)} '
+    f'try: {commands.command("train")} --task=so_lr --data_dir={os.path.abspath(args.data_dir)} '
     '--total_rounds=3 (the numbers are meaningless: random data)'
   )
   return 0

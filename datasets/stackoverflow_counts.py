@@ -23,6 +23,7 @@ import os
 import tarfile
 from typing import IO
 
+from tff_adaptive import commands
 from tff_adaptive.datasets.errors import DataFormatError
 from tff_adaptive.datasets.errors import DataNotFoundError
 
@@ -46,7 +47,7 @@ def _archive_path(data_dir: str, name: str) -> str:
   if not os.path.isfile(path):
     raise DataNotFoundError(
       f"{path} not found (TFF's StackOverflow counts archive); fetch it on a connected "
-      f'machine with: python -m tff_adaptive.datasets.fetch --data_dir={os.path.abspath(data_dir)} '
+      f'machine with: {commands.command("fetch")} --data_dir={os.path.abspath(data_dir)} '
       '--dataset=stackoverflow_counts'
     )
   return path

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from tff_adaptive import commands
 from tff_adaptive.datasets.errors import DataFormatError
 from tff_adaptive.datasets.errors import DataNotFoundError
 
@@ -93,7 +94,7 @@ def sqlite_path(dataset: str, data_dir: str) -> str:
 
 def fetch_command(dataset: str, data_dir: str) -> str:
   """The command that downloads `dataset` into `data_dir` (on a connected machine)."""
-  return f'python -m tff_adaptive.datasets.fetch --data_dir={os.path.abspath(data_dir)} --dataset={dataset}'
+  return f'{commands.command("fetch")} --data_dir={os.path.abspath(data_dir)} --dataset={dataset}'
 
 
 # --------------------------------------------------------------------------------- validation

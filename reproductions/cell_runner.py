@@ -33,8 +33,8 @@ from absl import app
 from absl import flags
 
 from reproductions import publish
-from run import cell_flags
-from run import preload
+from tff_adaptive.run import cell_flags
+from tff_adaptive.run import preload
 from tff_adaptive.runtime import worker_process
 
 TRAINER = 'run.federated_trainer'

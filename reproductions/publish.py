@@ -37,8 +37,8 @@ import shlex
 import sys
 from typing import Any
 
-from run import provenance
 from tff_adaptive.loop import outputs
+from tff_adaptive.run import provenance
 
 RECORD = 'publish.json'
 PUBLISH_HELP = (

@@ -1,10 +1,12 @@
 """The one federated trainer: parse flags, build the task and algorithm, run the loop on an engine.
 
-  python -m run.federated_trainer --task=fmnist --server_optimizer=adam
-  bazel run //run:federated_trainer -- --task=synthetic --server_optimizer=yogi
+  tff-adaptive train --task=fmnist --server_optimizer=adam
+  tff-adaptive train --task=fmnist --local_workers=2          # 2 owned TFF workers
+  tff-adaptive train --task=fmnist --workers=10.0.0.5:8000,10.0.0.6:8000
 
-  python -m run.federated_trainer --task=fmnist --local_workers=2         # 2 owned TFF workers
-  python -m run.federated_trainer --task=fmnist --workers=10.0.0.5:8000,10.0.0.6:8000
+In a checkout set up by tools/setup.sh (nothing activated): `.venv/bin/tff-adaptive train ...`, or
+the same program as `.venv/bin/python -m run.federated_trainer ...`, or
+`bazel run //run:federated_trainer -- --task=synthetic --server_optimizer=yogi`.
 
 The flags (and the task's data files) are checked before TensorFlow and TFF are imported, which
 takes ~9 s: --help and a mistake in a flag are answered at once. --device, the one check that
@@ -34,10 +36,6 @@ from absl import app
 from absl import flags
 from absl import logging
 
-# Up to `_train`, nothing imported here imports TensorFlow or TFF (`runtime` and the packages
-# load their TensorFlow modules on first use).
-from run import flags as trainer_flags
-from run import provenance
 from tff_adaptive import datasets
 from tff_adaptive import runtime
 from tff_adaptive.algorithms import config as algorithm_config
@@ -46,6 +44,11 @@ from tff_adaptive.loop import client_states
 from tff_adaptive.loop import outputs
 from tff_adaptive.loop import run_dir
 from tff_adaptive.loop import sampling
+
+# Up to `_train`, nothing imported here imports TensorFlow or TFF (`runtime` and the packages
+# load their TensorFlow modules on first use).
+from tff_adaptive.run import flags as trainer_flags
+from tff_adaptive.run import provenance
 from tff_adaptive.tasks import catalog
 
 FLAGS = flags.FLAGS
@@ -276,7 +279,7 @@ def main(argv):
   try:
     if cells is None:
       configs = [config]
-      output_dirs = [run_dir.experiment_dir(root, trainer_flags.experiment_name(config))]
+      output_dirs = [_experiment_dir(root, config)]
     else:
       output_dirs = [run_dir.experiment_dir(root, cell.name) for cell in cells]
   except run_dir.RunDirError as e:
@@ -294,6 +297,16 @@ def main(argv):
     _train(configs[0], output_dirs[0])
   else:
     _train_cells(configs, output_dirs)
+
+
+def _experiment_dir(root: str, config) -> str:
+  """root/<experiment name>; a run that a rerun of the same command started under the name of
+  an earlier version (before --dp and --compression were named) is resumed where it is."""
+  path = run_dir.experiment_dir(root, trainer_flags.experiment_name(config))
+  legacy = run_dir.experiment_dir(root, trainer_flags.experiment_name(config, legacy=True))
+  if legacy != path and not os.path.exists(path) and os.path.isdir(legacy):
+    return legacy
+  return path
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import sys
 
 from absl import flags
 
-from run import flags as trainer_flags
+from tff_adaptive.run import flags as trainer_flags
 
 # The checkout's docs/flags.md (under `bazel run`, the workspace's, not the runfiles copy).
 _ROOT = os.environ.get('BUILD_WORKSPACE_DIRECTORY') or os.path.dirname(
@@ -22,9 +22,10 @@ PATH = os.path.join(_ROOT, 'docs', 'flags.md')
 
 HEADER = """# Trainer flags
 
-`python -m run.federated_trainer --flag=value ...` (or `bazel run //run:federated_trainer --
-...`). Generated from the flag definitions in `run/flags.py` by `python -m run.flag_reference`; do
-not edit by hand. A default of "task's" means the task's published default
+`.venv/bin/tff-adaptive train --flag=value ...` in a checkout (`tff-adaptive train` where the
+package is installed; the same program as `.venv/bin/python -m run.federated_trainer` and
+`bazel run //run:federated_trainer -- ...`). Generated from the flag definitions in
+`run/flags.py` by `.venv/bin/python -m run.flag_reference`; do not edit by hand. A default of "task's" means the task's published default
 (`tff_adaptive/tasks/`, [data_and_tasks.md](data_and_tasks.md)); a flag the chosen algorithm or
 optimizer does not read is warned about and not recorded. Flag files: `--flagfile=FILE` (one
 `--flag=value` per line, `#` comments), e.g. the presets under `reproductions/`.
@@ -55,10 +56,10 @@ def main(argv: list[str]) -> int:
     with open(PATH) as f:
       if f.read() == text:
         return 0
-    print(f'{PATH} is stale: run python -m run.flag_reference', file=sys.stderr)
+    print(f'{PATH} is stale: run .venv/bin/python -m run.flag_reference', file=sys.stderr)
     return 1
   if argv[1:]:
-    print('usage: python -m run.flag_reference [--check]', file=sys.stderr)
+    print('usage: .venv/bin/python -m run.flag_reference [--check]', file=sys.stderr)
     return 2
   with open(PATH + '.tmp', 'w') as f:
     f.write(text)

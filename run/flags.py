@@ -20,7 +20,6 @@ from typing import Any
 
 from absl import flags
 
-from run import cell_flags
 from tff_adaptive import registry
 from tff_adaptive.aggregators import config as aggregator_config
 from tff_adaptive.algorithms import config as algorithm_config
@@ -30,6 +29,7 @@ from tff_adaptive.loop import sampling
 from tff_adaptive.loop import targets
 from tff_adaptive.optimizers import config as optimizer_config
 from tff_adaptive.privacy import config as privacy_config
+from tff_adaptive.run import cell_flags
 from tff_adaptive.runtime import addresses
 from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import config as task_config
@@ -159,7 +159,7 @@ flags.DEFINE_string(
   'workers',
   None,
   "tff engine: run each round's clients across these running TFF workers, host:port,... "
-  '(started with `python -m run.worker`; plain gRPC, trusted networks only).',
+  '(started with `tff-adaptive worker`; plain gRPC, trusted networks only).',
 )
 flags.DEFINE_float(
   'worker_connect_timeout',
@@ -956,6 +956,13 @@ def _fedpa_from_flags(total_rounds: int, epochs: int) -> algorithm_config.FedPAH
 
 
 def _choice(name: str, value: str, valid) -> str:
+  fedopt = optimizer_config.FEDOPT_NAMES.get(value)
+  if fedopt is not None and name in ('algorithm', 'server_optimizer') and value not in valid:
+    raise ValueError(
+      f'--{name}={value}: {value} is --algorithm=fedopt --server_optimizer={fedopt} '
+      '(fedopt, the default algorithm, is the FedOpt family of Reddi et al. 2021: FedAvg, '
+      'FedAvgM, FedAdagrad, FedAdam and FedYogi by their server optimizer)'
+    )
   if value not in valid:
     kind = getattr(valid, 'kind', name.replace('_', ' '))
     raise ValueError(f'--{name}: {registry.unknown_message(kind, value, valid)}')
@@ -1281,22 +1288,42 @@ def experiment_config_from_flags() -> ExperimentConfig:
   )
 
 
-def experiment_name(config: ExperimentConfig) -> str:
-  """--experiment_name, or <task>_<algorithm>_<server opt>_<client opt>_seed<seed>_<hash>[_<engine>].
+def experiment_name(config: ExperimentConfig, *, legacy: bool = False) -> str:
+  """--experiment_name, or
+  <task>_<algorithm>_<server opt>_<client opt>_seed<seed>[_<privacy>][_<compression>]_<hash>[_<engine>].
 
   The hash (`outputs.fingerprint`) covers every fingerprinted hyperparameter, so runs that differ
   in any of them (a sweep over learning rates, say) get directories of their own, and a rerun
   of the same command (even with more rounds, or another evaluation cadence) finds its run.
-  The engine is named unless it is tff (the default).
+  --dp and --compression are named too (`dp-fixed-z1`, `dp-adaptive-z0.5`, `dp-tree-z4`,
+  `dp-skellam-z1`; `quant8bit`), so that two runs that differ in them read apart. The engine is
+  named unless it is tff (the default). `legacy`: the name before DP and compression were named
+  (the trainer resumes a run found under it).
   """
   if FLAGS.experiment_name:
     return FLAGS.experiment_name
   engine = '' if config.engine == 'tff' else f'_{config.engine}'
+  named = ''
+  if not legacy:
+    if config.dp is not None:
+      mechanism = _DP_NAMES.get(config.dp.mechanism, config.dp.mechanism)
+      named += f'_dp-{mechanism}-z{config.dp.noise_multiplier:g}'
+    if config.compression is not None:
+      named += f'_quant{config.compression.bits}bit'
   return (
     f'{config.task.name}_{config.algorithm}_{config.server.name}_'
-    f'{config.client.optimizer.name}_seed{config.seed}_'
+    f'{config.client.optimizer.name}_seed{config.seed}{named}_'
     f'{outputs.fingerprint(hparams_record(config))}{engine}'
   )
+
+
+# --dp mechanisms as experiment names show them.
+_DP_NAMES = {
+  'gaussian_fixed': 'fixed',
+  'gaussian_adaptive': 'adaptive',
+  'tree': 'tree',
+  'distributed_skellam': 'skellam',
+}
 
 
 CELL_FLAGS = cell_flags.CELL_FLAGS  # what grid cells (--cells) may set apart

@@ -50,7 +50,9 @@ import threading
 import time
 import traceback
 
-from run import autograph_cache  # imports TensorFlow's AutoGraph only where TF is imported
+from tff_adaptive.run import (
+  autograph_cache,  # imports TensorFlow's AutoGraph only where TF is imported
+)
 from tff_adaptive.runtime import worker_process  # no TensorFlow import
 
 __all__ = ['SERVER_VARIABLE', 'Preloaded', 'Process', 'ServerError']
@@ -409,7 +411,7 @@ class Preloaded:
       [
         sys.executable,
         '-m',
-        'run.preload',
+        'tff_adaptive.run.preload',
         str(theirs.fileno()),
         *([] if share_autograph else [_NO_AUTOGRAPH]),
         *([_LISTEN + self.address] if shareable else []),

@@ -1,8 +1,8 @@
 """One TFF worker serving remote execution, for `federated_trainer --workers=host:port,...`.
 
-  python -m run.worker --port=8000                     # reachable from this machine only
-  python -m run.worker --port=8000 --host=10.0.0.5     # from the network, on that address
-  bazel run //run:worker -- --port=8000
+  tff-adaptive worker --port=8000                     # reachable from this machine only
+  tff-adaptive worker --port=8000 --host=10.0.0.5     # from the network, on that address
+  bazel run //run:worker -- --port=8000               # (.venv/bin/tff-adaptive in a checkout)
 
 It serves TFF's own remote execution (TFF's C++ worker_binary) on exactly --host:--port (see
 tff_adaptive/runtime/worker_server.py for how it is confined to that address), prints where it listens,
@@ -11,7 +11,7 @@ is plain gRPC without authentication: keep it on a trusted network or behind an 
 
 Kept running across many runs, a worker's resident memory grows by some 30 MiB per run over its
 first runs: glibc keeps the memory of freed tensors for reuse. `MALLOC_MMAP_THRESHOLD_=131072
-python -m run.worker --port=8000` returns it at once and holds the memory flat, at a cost in
+tff-adaptive worker --port=8000` returns it at once and holds the memory flat, at a cost in
 speed (docs/engines_and_workers.md, "Memory of long-lived workers").
 
 Exit codes: 0 stopped by a signal; 1 the worker_binary died by itself; 2 bad flag or address.
@@ -60,6 +60,12 @@ def main(argv):
 
 
 def _parse_flags(argv):
+  if any(arg in ('--help', '-help', '-h', '--helpshort', '-?') for arg in argv[1:]):
+    lines = [__doc__.strip(), '', 'Flags:']
+    for name in ('host', 'port', 'max_concurrent_computation_calls'):
+      lines += [f'  --{name} (default: {FLAGS[name].default})', f'      {FLAGS[name].help}']
+    print('\n'.join(lines))
+    sys.exit(0)
   try:
     return FLAGS(argv)
   except flags.Error as e:

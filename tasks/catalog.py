@@ -19,7 +19,7 @@ from tff_adaptive.tasks import published
 from tff_adaptive.tasks.config import TaskConfig
 from tff_adaptive.tasks.config import TaskDefaults
 
-# Where `python -m tff_adaptive.datasets.fetch` puts TFF's SQLite files, and where TensorFlow
+# Where `tff-adaptive fetch` puts TFF's SQLite files, and where TensorFlow
 # Datasets keeps its builds, unless TaskConfig.data_dir says otherwise.
 TFF_DATA_DIR = os.path.join(os.path.expanduser('~'), '.tff')
 TFDS_DATA_DIR = os.path.join(os.path.expanduser('~'), 'tensorflow_datasets')
@@ -50,7 +50,7 @@ def _builder(module: str, task: str) -> registry.Lazy:
   return registry.Lazy(f'tff_adaptive.tasks.{module}:build_{task}_task')
 
 
-_FETCH = 'python -m tff_adaptive.datasets.fetch --data_dir={data_dir} --dataset=%s'
+_FETCH = '{fetch} --data_dir={data_dir} --dataset=%s'  # {fetch}: `commands.command('fetch')`
 
 
 def _tff_file(dataset: str) -> datasets.DataFile:

@@ -24,11 +24,12 @@ PACKAGES = {
   'tff_adaptive': 'tff_adaptive',
   'tasks': 'tff_adaptive.tasks',
   'datasets': 'tff_adaptive.datasets',
-  'run': 'run',
+  'run': 'tff_adaptive.run',
   'reproductions': 'reproductions',
   'benchmarks': 'benchmarks',
 }
 FLOORS = (
+  ('tff_adaptive.commands',),
   ('tff_adaptive.registry', 'tff_adaptive.core', 'tff_adaptive.datasets', 'tff_adaptive.runtime'),
   (
     'tff_adaptive.optimizers',
@@ -39,7 +40,7 @@ FLOORS = (
   ('tff_adaptive.algorithms',),
   ('tff_adaptive.engines',),
   ('tff_adaptive.loop',),
-  ('run', 'benchmarks'),
+  ('tff_adaptive.run', 'benchmarks'),
   ('reproductions',),
 )
 FLOOR = {unit: floor for floor, units in enumerate(FLOORS) for unit in units}
@@ -184,7 +185,11 @@ def test_the_wheel_ships_every_library_package():
   mapped = {name: folder for name, folder in config['package-dir'].items()}
   packages = {m for m in LIBRARY}
   assert set(config['packages']) == packages
-  assert mapped == {'tff_adaptive.tasks': 'tasks', 'tff_adaptive.datasets': 'datasets'}
+  assert mapped == {
+    'tff_adaptive.tasks': 'tasks',
+    'tff_adaptive.datasets': 'datasets',
+    'tff_adaptive.run': 'run',
+  }
 
 
 def _pins(path: pathlib.Path) -> dict:

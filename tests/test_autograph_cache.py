@@ -6,7 +6,7 @@ import json
 import tensorflow as tf
 from tensorflow.python.autograph.impl import api
 
-from run import autograph_cache
+from tff_adaptive.run import autograph_cache
 
 
 def _clipped_sum(values):

@@ -12,9 +12,9 @@ import sys
 from absl import flags
 import pytest
 
-from run import flag_reference
-from run import flags as trainer_flags
 from tests import repo_files
+from tff_adaptive.run import flag_reference
+from tff_adaptive.run import flags as trainer_flags
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -90,7 +90,7 @@ _DOCS_DRIVER = """
 import json, sys
 from absl import flags
 import pytest
-from run import flags as trainer_flags
+from tff_adaptive.run import flags as trainer_flags
 from tff_adaptive.tasks import catalog
 results = []
 for args in json.loads(sys.argv[1]):
@@ -108,13 +108,15 @@ print(json.dumps(results))
 
 
 def _documented_trainer_commands() -> list[tuple[str, list[str]]]:
-  """(file, arguments) of every `python -m run.federated_trainer ...` line in the Markdown,
-  continuation lines joined, comments dropped; --help and the `--flag=value ...` pattern left
-  out, and the placeholder directory DIR replaced by a real one."""
+  """(file, arguments) of every `python -m run.federated_trainer ...` or `tff-adaptive train ...`
+  line in the Markdown, continuation lines joined, comments dropped; --help and the
+  `--flag=value ...` pattern left out, and the placeholder directory DIR replaced by a real one."""
   commands = []
   for path in _markdown_files():
     text = re.sub(r'\\\n\s*', ' ', path.read_text())
-    for match in re.finditer(r'python -m run\.federated_trainer([^\n`|#]*)', text):
+    for match in re.finditer(
+      r'(?:python -m run\.federated_trainer|tff-adaptive train)([^\n`|#]*)', text
+    ):
       args = match.group(1).split()
       if not args or '--help' in args or '--flag=value' in args:
         continue
@@ -142,6 +144,47 @@ def test_every_documented_trainer_command_is_accepted():
   errors = json.loads(result.stdout.splitlines()[-1])
   refused = [f'{path}: {args}: {e}' for (path, args), e in zip(commands, errors) if e]
   assert refused == []
+
+
+# A Python started bare (`python -m x`, `python3 -c ...`): often not the environment the library
+# is in (docs/ say `.venv/bin/python`, which works as pasted from the checkout's root).
+_BARE_PYTHON = re.compile(r'(?<![\w/.\-])python3?\s+-[mc]\b')
+_VENV_MODULE = re.compile(r'\.venv/bin/python -m\s+([A-Za-z_][\w.]*)')
+_CONSOLE = re.compile(r'(?<![\w\-])tff-adaptive\s+([a-z]+)\b')
+
+
+def test_documented_commands_name_the_projects_interpreter_and_real_programs():
+  """Every command of the Markdown works as pasted: no bare `python`; each `.venv/bin/python -m M`
+  names a module that exists; each `tff-adaptive S` a subcommand that exists."""
+  from tff_adaptive.run import cli  # pylint: disable=g-import-not-at-top
+
+  bare, modules, subcommands = [], set(), set()
+  for path in _markdown_files():
+    text = re.sub(r'\\?\n\s*', ' ', path.read_text())  # commands wrapped over lines
+    where = str(path.relative_to(REPO))
+    bare += [f'{where}: {m.group(0)}' for m in _BARE_PYTHON.finditer(text)]
+    modules |= {(where, m) for m in _VENV_MODULE.findall(text)}
+    subcommands |= {(where, m) for m in _CONSOLE.findall(text)}
+  assert bare == []
+  assert len(modules) >= 20 and len(subcommands) >= 5
+  valid = {*cli.SUBCOMMANDS, cli.REPRODUCE}
+  assert sorted((w, s) for w, s in subcommands if s not in valid) == []
+  found = subprocess.run(
+    [
+      sys.executable,
+      '-c',
+      'import importlib.util, json, sys\n'
+      'print(json.dumps([importlib.util.find_spec(m) is not None for m in sys.argv[1:]]))',
+      *[m for _, m in sorted(modules)],
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    check=True,
+  )
+  exists = json.loads(found.stdout)
+  assert [f'{w}: {m}' for (w, m), ok in zip(sorted(modules), exists) if not ok] == []
 
 
 DRIVERS = (

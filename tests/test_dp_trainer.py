@@ -12,12 +12,12 @@ import types
 import pytest
 import tensorflow as tf
 
-from run import provenance
 from tests import trainer_processes
 from tests.metrics_close import assert_rows_close
 from tff_adaptive.aggregators import compression
 from tff_adaptive.core import skellam
 from tff_adaptive.privacy import accounting
+from tff_adaptive.run import provenance
 from tff_adaptive.tasks import models
 
 ROUNDS = 4
@@ -173,8 +173,8 @@ def _train_tree(tmp_path, name, *extra):
 
 
 def test_the_trainer_restarts_the_tree_every_epoch():
-  from run import federated_trainer  # pylint: disable=g-import-not-at-top
   from tff_adaptive.privacy import config as privacy_config  # pylint: disable=g-import-not-at-top
+  from tff_adaptive.run import federated_trainer  # pylint: disable=g-import-not-at-top
 
   config = types.SimpleNamespace(
     dp=privacy_config.DPConfig('tree', noise_multiplier=0.8, clip=0.1),
@@ -324,3 +324,29 @@ def test_the_dp_study_driver(tmp_path):
   assert refused.returncode == 2 and refused.stdout == ''
   assert refused.stderr.startswith('reproduce: error: --publish: not the committed settings')
   assert publish.digests(str(committed_dir)) == committed and len(committed) >= 4
+
+
+def test_a_dp_run_under_its_earlier_name_is_resumed_there(tmp_path):
+  """Before --dp was part of experiment names, a DP run was named without it: rerunning its
+  command resumes it in that directory (not a fresh run under the new name)."""
+  args = [*ARGS, '--engine=inprocess', f'--root_output_dir={tmp_path}']
+  named = subprocess.run(
+    [
+      sys.executable,
+      '-c',
+      'import sys\nfrom absl import flags\nfrom tff_adaptive.run import flags as f\n'
+      "flags.FLAGS(['t', *sys.argv[1:]])\nc = f.experiment_config_from_flags()\n"
+      'print(f.experiment_name(c), f.experiment_name(c, legacy=True))',
+      *args,
+    ],
+    capture_output=True,
+    text=True,
+    check=True,
+  )
+  name, legacy = named.stdout.split()
+  assert '_dp-adaptive-z0.5_' in name and name.replace('_dp-adaptive-z0.5', '') == legacy
+  _train(tmp_path, legacy, '--engine=inprocess', '--total_rounds=1')
+  result = trainer_processes.run([*args, '--total_rounds=2'], timeout=600)
+  assert result.returncode == 0, result.stderr
+  assert 'after round 1' in result.stdout and f'output: {tmp_path / legacy}' in result.stdout
+  assert not (tmp_path / name).exists()

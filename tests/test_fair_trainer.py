@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import tensorflow_federated as tff
 
-from run import provenance
 from tests import trainer_processes
 from tests.test_trainer import experiment_in
 from tests.test_trainer import run_trainer
@@ -24,6 +23,7 @@ from tff_adaptive import optimizers
 from tff_adaptive import tasks
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import training_loop
+from tff_adaptive.run import provenance
 
 
 def _rows(path):

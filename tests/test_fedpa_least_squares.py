@@ -20,9 +20,9 @@ import tensorflow as tf
 
 from reproductions import publish
 from reproductions.alshedivat2021_fedpa import least_squares as fls
-from run import provenance
 from tests.reference import fedpa_numpy as ref
 from tff_adaptive.algorithms import fedpa_math
+from tff_adaptive.run import provenance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, 'reproductions', 'alshedivat2021_fedpa', 'results')

@@ -13,13 +13,13 @@ import sys
 import pytest
 
 from reproductions.alshedivat2021_fedpa import published as published_fedpa
-from run import provenance
-from run import summarize
 from tests import trainer_processes
 from tests.test_trainer import Trainer
 from tests.test_trainer import experiment_in
 from tests.test_trainer import run_trainer
 from tff_adaptive.loop import targets
+from tff_adaptive.run import provenance
+from tff_adaptive.run import summarize
 
 _FEDPA = [
   '--task=synthetic',
@@ -180,7 +180,7 @@ _SHORTER = {
 def test_fedpa_presets_are_table3_and_parse_as_trainer_flags():
   from absl import flags  # pylint: disable=g-import-not-at-top
 
-  from run import flags as trainer_flags  # noqa: F401  (defines the flags)
+  from tff_adaptive.run import flags as trainer_flags  # noqa: F401  (defines the flags)
 
   names = published_fedpa.preset_names()
   assert len(names) == 8

@@ -140,7 +140,7 @@ def test_a_flag_mistake_exits_2_without_tensorflow_or_tff(tmp_path, name):
 _DRIVER = """
 import json, sys
 from absl import flags
-from run import flags as trainer_flags
+from tff_adaptive.run import flags as trainer_flags
 flags.FLAGS(['trainer', *sys.argv[1:]])
 try:
   config = trainer_flags.experiment_config_from_flags()
@@ -183,6 +183,44 @@ def test_a_good_flag_set_builds_the_same_record_without_tensorflow_or_tff():
     'initial_accumulator_value': 0.0,
     'variant': 'published',
   }
+
+
+def test_names_carry_dp_and_compression_and_keep_the_legacy_name_for_resumes():
+  """Two runs that differ in --dp or --compression read apart by name; every other run's name is
+  as before (RUN_A), and `legacy=True` gives the name a DP run had before (the trainer resumes a
+  run found there)."""
+  dp = [*RUN_A, '--dp=gaussian_fixed', '--dp_noise_multiplier=1.5', '--clients_per_round=10']
+  out = _flags_driver(dp)
+  assert out['name'].startswith('synthetic_fedopt_adam_sgd_seed1_dp-fixed-z1.5_'), out['name']
+  skellam = _flags_driver([*dp[:3], '--dp=distributed_skellam', '--clients_per_round=10'])
+  assert '_seed1_dp-skellam-z1_' in skellam['name']
+  quantised = _flags_driver([*RUN_A, '--compression=uniform', '--compression_bits=4'])
+  assert '_seed1_quant4bit_' in quantised['name']
+  legacy = _run(
+    [
+      sys.executable,
+      '-c',
+      'import sys\nfrom absl import flags\nfrom tff_adaptive.run import flags as f\n'
+      "flags.FLAGS(['t', *sys.argv[1:]])\n"
+      'print(f.experiment_name(f.experiment_config_from_flags(), legacy=True))',
+      *dp,
+    ]
+  )
+  assert legacy.returncode == 0, legacy.stderr
+  assert legacy.stdout.strip() == out['name'].replace('_dp-fixed-z1.5', '')
+
+
+@pytest.mark.parametrize(
+  'name, server',
+  [('fedavg', 'sgd'), ('fedavgm', 'sgdm'), ('fedadagrad', 'adagrad'), ('fedadam', 'adam')]
+  + [('fedyogi', 'yogi')],
+)
+def test_the_papers_names_are_answered_with_the_flags_to_use(name, server):
+  for flag in ('algorithm', 'server_optimizer'):
+    out = _flags_driver([f'--{flag}={name}'])
+    assert out['error'].startswith(
+      f'--{flag}={name}: {name} is --algorithm=fedopt --server_optimizer={server} '
+    ), out
 
 
 @pytest.mark.parametrize(

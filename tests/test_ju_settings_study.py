@@ -17,9 +17,9 @@ import pytest
 from reproductions import publish
 from reproductions.ju2023_adafedadam import fairness_statistics as study
 from reproductions.ju2023_adafedadam.published import PUBLISHED
-from run import provenance
 from tests import trainer_processes
 from tff_adaptive import tasks
+from tff_adaptive.run import provenance
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 COMMITTED = REPO / 'reproductions' / 'ju2023_adafedadam' / 'results'

@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from reproductions import publish
-from run import provenance
 from tests import trainer_processes
+from tff_adaptive.run import provenance
 
 FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
 REPO = pathlib.Path(__file__).resolve().parent.parent

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from run import preload
 from tests import trainer_processes
+from tff_adaptive.run import preload
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PROGRAM = 'tests.preload_program'
@@ -144,7 +144,7 @@ def test_children_with_a_death_signal_end_with_the_server(tmp_path):
 
 _SHARING = """
 import os, signal, subprocess, sys
-from run import preload
+from tff_adaptive.run import preload
 PROGRAM = 'tests.preload_program'
 assert preload.Preloaded.shared([PROGRAM], env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '1'}) is None
 assert preload.Preloaded.shared(['run.federated_trainer']) is None  # not preloaded there

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from run import provenance
+from tff_adaptive.run import provenance
 
 
 def _git(root: pathlib.Path, *args: str) -> str:

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from reproductions import publish
-from run import provenance
+from tff_adaptive.run import provenance
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 

@@ -129,3 +129,62 @@ def test_the_wheel_installs_and_runs_the_readme_example(tmp_path):
   _check_short_example(proc)
   files = proc.stdout.splitlines()[-1].split()
   assert len(files) == 2 and all(f.startswith(site + '/tff_adaptive/') for f in files), files
+  # The console command of the installed package trains and summarises, outside any checkout.
+  command = str(env_dir / 'bin' / 'tff-adaptive')
+  train = subprocess.run(
+    [command, 'train', '--task=synthetic', '--engine=inprocess', '--total_rounds=2']
+    + ['--root_output_dir=out'],
+    cwd=tmp_path,
+    env=_user_env(),
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert train.returncode == 0, train.stderr[-3000:]
+  assert train.stderr == '' and 'done: train_loss=' in train.stdout
+  shown = subprocess.run(
+    [command, 'summarize', 'out'], cwd=tmp_path, capture_output=True, text=True, timeout=120
+  )
+  assert shown.returncode == 0, shown.stderr
+  lines = shown.stdout.splitlines()
+  assert len(lines) == 2 and lines[1].split()[1] == '2', shown.stdout
+
+
+def _commands_of(readme: str, section: str, needle: str) -> str:
+  """The first command line of `section`'s first sh block that contains `needle`, comment cut."""
+  block = readme.split(section, 1)[1].split('```sh\n', 1)[1].split('```', 1)[0]
+  return next(line.split('#')[0].strip() for line in block.splitlines() if needle in line)
+
+
+def test_the_quick_start_sequence_runs_as_written(tmp_path):
+  """The README's first commands in its order, typed in a checkout: `bash tools/demo.sh` (with
+  ROUNDS=2, which the README says it accepts), then the Train section's summarize command, which
+  finds the demo's two runs where the README says the demo writes them (results/demo/)."""
+  readme = (REPO / 'README.md').read_text()
+  demo = _commands_of(readme, '## Quick start', 'demo.sh')
+  summarize = _commands_of(readme, '## Train', 'summarize')
+  assert demo == 'bash tools/demo.sh' and summarize == '.venv/bin/tff-adaptive summarize results'
+  assert 'writes both runs to\n`results/demo/`' in readme
+  checkout = tmp_path / 'checkout'  # the repository's files, its results/ a fresh one
+  checkout.mkdir()
+  for name in ('tools', 'run', 'tff_adaptive', 'tasks', 'datasets', '.venv', 'pyproject.toml'):
+    (checkout / name).symlink_to(REPO / name)
+  for name in ('requirements.txt', 'requirements-nodeps.txt'):
+    (checkout / name).symlink_to(REPO / name)
+  env = {**_user_env(), 'ROUNDS': '2'}
+  ran = subprocess.run(
+    ['bash', '-c', demo], cwd=checkout, env=env, capture_output=True, text=True, timeout=900
+  )
+  assert ran.returncode == 0, ran.stderr[-3000:]
+  assert ran.stderr == '', ran.stderr
+  shown = subprocess.run(
+    ['bash', '-c', summarize], cwd=checkout, env=env, capture_output=True, text=True, timeout=120
+  )
+  assert shown.returncode == 0, shown.stderr
+  note, *lines = shown.stdout.splitlines()
+  assert note == '(.. stands for demo/fmnist_fedopt_ at the start)', shown.stdout
+  assert lines[0].split() == ['experiment', 'rounds', 'eval_accuracy', 'last100', 'wall']
+  runs = sorted(line.split()[0] for line in lines[1:])
+  assert len(runs) == 2 and runs[0].startswith('..adam_sgd_seed1_')
+  assert runs[1].startswith('..sgd_sgd_seed1_'), shown.stdout
+  assert all(line.split()[1] == '2' for line in lines[1:])

@@ -20,8 +20,8 @@ import pytest
 from reproductions import publish
 from reproductions.reddi2021_fedopt import published
 from reproductions.reddi2021_fedopt import search
-from run import provenance
 from tests import trainer_processes
+from tff_adaptive.run import provenance
 from tff_adaptive.tasks.published import LOOP
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -184,7 +184,7 @@ def test_every_task_has_valid_trainer_commands(tmp_path):
   check = (
     'import shlex, sys\n'
     'from absl import flags\n'
-    'from run import flags as trainer_flags\n'
+    'from tff_adaptive.run import flags as trainer_flags\n'
     'for line in sys.stdin:\n'
     '  argv = shlex.split(line)\n'
     "  assert argv[1:3] == ['-m', 'run.federated_trainer'], argv\n"

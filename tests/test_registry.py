@@ -62,7 +62,7 @@ def test_a_new_server_optimizer_is_one_registry_entry_for_the_trainer(tmp_path):
     f"""
     import sys
     from absl import app
-    from run import federated_trainer
+    from tff_adaptive.run import federated_trainer
     from tff_adaptive.optimizers import server
     server.SERVER_OPTIMIZERS.register(
       'half_sgd', server.ServerOptimizerEntry(lambda c: server.build_fedavg_sgd(0.5), 0.5))

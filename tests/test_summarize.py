@@ -1,6 +1,7 @@
 """run.summarize on metrics.csv files written here (no training): every evaluated metric of the
 task, the last-window averages (a window of rounds), short runs marked, one-line errors."""
 
+import io
 import os
 import pathlib
 import subprocess
@@ -10,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from run import summarize
 from tff_adaptive.loop import targets
+from tff_adaptive.run import summarize
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -38,13 +39,14 @@ def _write_run(root, name, rounds, rounds_per_eval, metrics=('accuracy',), seed=
   return frame
 
 
-def _cli(*args):
+def _cli(*args, columns=80):
   return subprocess.run(
     [sys.executable, '-m', 'run.summarize', *map(str, args)],
     cwd=REPO,
     capture_output=True,
     text=True,
     timeout=120,
+    env={**os.environ, 'COLUMNS': str(columns)},
   )
 
 
@@ -61,7 +63,7 @@ def test_so_lr_shows_recall_at_5_and_its_window_average(tmp_path):
   assert row['eval_final_loss'] == 1.5 and 'eval_final_loss_last100rounds' not in row
   assert 'eval_accuracy' not in row and 'eval_recall_at_5_avg10' not in row
   assert 'eval_recall_at_5_avg10_last100rounds' not in row
-  shown = _cli(tmp_path)
+  shown = _cli(tmp_path, '--columns=all')
   assert shown.returncode == 0, shown.stderr
   assert 'eval_recall_at_5_last100rounds' in shown.stdout and shown.stderr == ''
 
@@ -97,7 +99,7 @@ def test_window_flag_and_off_cadence_last_round(tmp_path):
   expected = frame.set_index('round_num').loc[[70, 80, 90, 95], 'eval_accuracy'].to_numpy()
   assert row['window_evals'] == 4
   assert row['eval_accuracy_last30rounds'] == pytest.approx(expected.mean(), rel=1e-12)
-  shown = _cli(tmp_path, '--window=30')
+  shown = _cli(tmp_path, '--window=30', '--columns=all')
   assert shown.returncode == 0 and 'eval_accuracy_last30rounds' in shown.stdout
 
 
@@ -165,3 +167,81 @@ def test_window_column_names_the_unit():
   assert targets.average_column('eval_accuracy') == 'eval_accuracy_avg10'  # the trainer's
   with pytest.raises(ValueError, match='valid: rounds, evals'):
     targets.window_column('eval_loss', 5, 'steps')
+
+
+def test_one_line_per_run_found_at_any_depth_within_80_columns(tmp_path):
+  """The demo's layout (ROOT/demo/<experiment>/) and a reproduction's (ROOT/<study>/<cell>/):
+  each run one line, its headline metric at the end and over the window, its wall time."""
+  adam = _write_run(tmp_path, 'demo/fmnist_fedopt_adam_sgd_seed1_96aa93_long_name_here', 150, 10)
+  _write_run(tmp_path, 'demo/fmnist_fedopt_sgd_sgd_seed1_5b064f', 150, 10, seed=1)
+  shown = _cli(tmp_path)
+  assert shown.returncode == 0, shown.stderr
+  note, *lines = shown.stdout.splitlines()
+  # Too long for 80 columns: the part every name starts with is cut and named above the table.
+  assert note == '(.. stands for demo/fmnist_fedopt_ at the start)'
+  assert lines[0].split() == ['experiment', 'rounds', 'eval_accuracy', 'last100', 'wall']
+  assert len(lines) == 3 and max(map(len, [note, *lines])) <= 80
+  first = lines[1].split()
+  assert first[0] == '..adam_sgd_seed1_96aa93_long_name_here'
+  window = adam[adam['round_num'] > 50]['eval_accuracy'].dropna().mean()
+  assert first[1:] == [
+    '150',
+    f'{adam["eval_accuracy"].dropna().iloc[-1]:.4f}',
+    f'{window:.4f}',
+    '1:15',  # 150 rounds x 0.5 s
+  ]
+  # Narrower still: the common end goes too, then the middle of each name.
+  narrow = _cli(tmp_path, columns=50).stdout.splitlines()
+  assert max(map(len, narrow)) <= 50 and '...' in narrow[2].split()[0]
+  # The same runs from inside the demo's folder; a wide terminal shows the names whole.
+  wide = _cli(tmp_path / 'demo', columns=200).stdout.splitlines()
+  assert wide[1].split()[0] == 'fmnist_fedopt_adam_sgd_seed1_96aa93_long_name_here'
+
+
+def test_columns_sort_and_csv(tmp_path):
+  a = _write_run(tmp_path, 'a', 20, 1, seed=1)
+  b = _write_run(tmp_path, 'b', 20, 1, seed=2)
+  lasts = {'a': a['eval_accuracy'].iloc[-1], 'b': b['eval_accuracy'].iloc[-1]}
+  order = sorted(lasts, key=lasts.get, reverse=True)
+  shown = _cli(tmp_path, '--window=10', '--sort=-eval_accuracy', '--columns=experiment,rounds')
+  assert shown.returncode == 0, shown.stderr
+  assert [line.split() for line in shown.stdout.splitlines()] == [
+    ['experiment', 'rounds'],
+    [order[0], '20'],
+    [order[1], '20'],
+  ]
+  as_csv = _cli(tmp_path, '--window=10', '--csv')
+  table = pd.read_csv(io.StringIO(as_csv.stdout))
+  assert list(table['experiment']) == ['a', 'b']
+  assert table.loc[0, 'eval_accuracy'] == pytest.approx(lasts['a'], rel=1e-12)
+  assert 'eval_accuracy_last10rounds' in table.columns
+
+
+@pytest.mark.parametrize(
+  'argument, message',
+  [
+    (
+      '--columns=rounds,nope',
+      'summarize: --columns: unknown nope; valid: all, experiment, rounds,',
+    ),
+    ('--sort=nope', 'summarize: --sort=nope: no such column; valid: experiment, rounds,'),
+    ('--csv=yes', 'summarize: --csv=yes: --csv takes no value'),
+  ],
+)
+def test_bad_view_options_exit_2_with_one_line(tmp_path, argument, message):
+  _write_run(tmp_path, 'run', 5, 1)
+  result = _cli(tmp_path, argument)
+  assert result.returncode == 2 and result.stdout == ''
+  assert len(result.stderr.strip().splitlines()) == 1
+  assert result.stderr.startswith(message), result.stderr
+
+
+def test_help_and_an_empty_directory(tmp_path):
+  shown = _cli('--help')
+  assert shown.returncode == 0 and '--columns' in shown.stdout and shown.stderr == ''
+  empty = _cli(tmp_path)
+  assert empty.returncode == 1
+  assert empty.stderr.strip() == (
+    f'summarize: no metrics.csv under {tmp_path} (the trainer writes '
+    '<--root_output_dir>/<experiment>/metrics.csv)'
+  )

@@ -202,7 +202,7 @@ PRESETS = os.path.join(REDDI, 'presets')
 def test_presets_are_the_published_tables_and_parse_as_trainer_flags():
   from absl import flags  # pylint: disable=g-import-not-at-top
 
-  from run import flags as trainer_flags  # noqa: F401  (defines the flags)
+  from tff_adaptive.run import flags as trainer_flags  # noqa: F401  (defines the flags)
 
   pairs = reddi_published.preset_pairs()
   # 6 tasks with published learning rates x 5 optimizers (cifar10 has none).

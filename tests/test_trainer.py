@@ -28,8 +28,8 @@ import time
 
 import pytest
 
-from run import provenance
 from tests import trainer_processes
+from tff_adaptive.run import provenance
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FMNIST_DIR = pathlib.Path('/usr/share/datasets/fashion-mnist')
@@ -1033,7 +1033,7 @@ def test_relative_flagfile_is_read_from_where_bazel_run_was_typed(tmp_path):
 
 
 def test_flagfile_paths_are_joined_onto_the_typed_directory():
-  from run import federated_trainer  # pylint: disable=g-import-not-at-top
+  from tff_adaptive.run import federated_trainer  # pylint: disable=g-import-not-at-top
 
   argv = ['trainer', '--flagfile=a.flags', '--flagfile', 'b/c.flags', '--flagfile=/abs/d.flags']
   assert federated_trainer._flagfiles_from('/typed', argv) == [

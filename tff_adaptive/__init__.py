@@ -13,11 +13,13 @@ Algorithms, optimizers and aggregators of four papers, as parts that compose wit
 * Al-Shedivat et al., "Federated Learning via Posterior Averaging", ICLR 2021: FedPA
   (`algorithms`).
 
-Subpackages, lowest floor first (imports only point down): `core` (pure TF: seeds, local loop,
+Subpackages, lowest floor first (imports only point down): `commands` (how to type the console
+command `tff-adaptive` so that it runs as pasted), `core` (pure TF: seeds, local loop,
 tree math), `datasets` (TFF-format loaders, partitioners), `optimizers`, `aggregators`,
 `algorithms`, `privacy` (the accountant of DP rounds), `tasks` (data + Keras model + metrics per task), `engines` (an algorithm as a TFF
 LearningProcess or as one compiled round in process), `runtime` (where TFF computations run),
-`loop` (the training loop behind `run/federated_trainer.py`).
+`loop` (the training loop behind `run/federated_trainer.py`), `run` (the trainer, summarize and
+worker programs, and `tff-adaptive`, their console command).
 
 Importing the package quiets TensorFlow's C++ logging if TensorFlow is not loaded yet
 (`_quiet_tensorflow`; import it first, or set TF_CPP_MIN_LOG_LEVEL=2 yourself), and registers the
@@ -42,12 +44,14 @@ __version__ = '0.1.0'
 __all__ = [
   'aggregators',
   'algorithms',
+  'commands',
   'core',
   'datasets',
   'engines',
   'loop',
   'optimizers',
   'privacy',
+  'run',
   'runtime',
   'tasks',
 ]

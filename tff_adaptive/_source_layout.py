@@ -1,11 +1,12 @@
-"""`tff_adaptive.tasks` and `tff_adaptive.datasets` in a source checkout.
+"""`tff_adaptive.tasks`, `tff_adaptive.datasets` and `tff_adaptive.run` in a source checkout.
 
-Infrastructure (no paper). The repository keeps tasks and data loaders in the top-level folders
-`tasks/` and `datasets/`; an installed package has them inside it (`pyproject.toml` maps
-`tff_adaptive.tasks` -> `tasks/` and `tff_adaptive.datasets` -> `datasets/`). `install()` gives a
-checkout (and Bazel's runfiles tree, which mirrors it) that same mapping, for exactly those two
-names: it adds a finder that answers only for them, and only where they are not inside the
-package already.
+Infrastructure (no paper). The repository keeps tasks, data loaders and the trainer's programs in
+the top-level folders `tasks/`, `datasets/` and `run/`; an installed package has them inside it
+(`pyproject.toml` maps `tff_adaptive.tasks` -> `tasks/`, `tff_adaptive.datasets` -> `datasets/`,
+`tff_adaptive.run` -> `run/`). `install()` gives a checkout (and Bazel's runfiles tree, which
+mirrors it) that same mapping, for exactly those names: it adds a finder that answers only for
+them, and only where they are not inside the package already. (`python -m run.federated_trainer`
+in a checkout runs the same file; its own imports name `tff_adaptive.run`.)
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ import sys
 
 __all__ = ['install']
 
-_FOLDERS = {'tff_adaptive.tasks': 'tasks', 'tff_adaptive.datasets': 'datasets'}
+_FOLDERS = {
+  'tff_adaptive.tasks': 'tasks',
+  'tff_adaptive.datasets': 'datasets',
+  'tff_adaptive.run': 'run',
+}
 
 
 class _CheckoutFolders(importlib.abc.MetaPathFinder):

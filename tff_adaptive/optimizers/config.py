@@ -374,6 +374,16 @@ def server_optimizer_record(config: ServerOptimizerConfig) -> dict[str, Any]:
 # The server optimizers that can remove a known noise variance from their second moment.
 NOISE_AWARE_SERVER_OPTIMIZERS = ('adagrad', 'adam', 'yogi')
 
+# Reddi et al.'s names of the FedOpt family -> its server optimizer here: FedX is algorithm
+# 'fedopt' (build_fedopt) with the server optimizer X (the names users type for --algorithm).
+FEDOPT_NAMES = {
+  'fedavg': 'sgd',
+  'fedavgm': 'sgdm',
+  'fedadagrad': 'adagrad',
+  'fedadam': 'adam',
+  'fedyogi': 'yogi',
+}
+
 
 # -------------------------------------------------------------------------------------------
 # Client optimizers (`optimizers.client`, `optimizers.sps`, `optimizers.delta_sgd`).

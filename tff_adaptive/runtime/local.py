@@ -35,6 +35,13 @@ default context", which drops the last reference to TFF's import-time
 No garbage collection is needed for that (nothing holds it in a cycle), and a
 full one cost a large process (a pytest worker) seconds at exit.
 
+Importing this module also stops one line of noise on stderr (`skip_grappler_without_fetches`):
+TFF's compiler runs Grappler on every TensorFlow graph of a computation, and on a graph with no
+output (a compression or secure-sum step's side computations) Grappler logs "E ...
+grappler_item_builder.cc:435] Failed to detect the fetch node(s), skipping this input" and
+raises, after which TFF uses the graph as it was. Such graphs are now passed through unchanged
+without asking Grappler: the same compiled computation, no error line.
+
 Caveat: the kernel sends the parent-death signal when the *thread* that
 forked the worker exits. With `with local_execution():` the worker is started
 and stopped by the thread running the `with` block, so that thread outlives
@@ -53,12 +60,33 @@ import types
 import grpc
 import portpicker
 import tensorflow_federated as tff
+from tensorflow_federated.python.core.environments.tensorflow_backend import graph_optimizations
 from tensorflow_federated.python.core.impl.context_stack import (
   set_default_context as _tff_set_default_context,
 )
 
 from tff_adaptive.runtime import worker_process
 from tff_adaptive.runtime.worker_process import worker_binary_path
+
+
+def skip_grappler_without_fetches() -> None:
+  """TFF's `optimize_graph_spec`, returning a graph with no output as it is (module docstring):
+  Grappler cannot optimize it (it finds no fetch node, logs an error line and raises, and TFF
+  falls back to the unoptimized graph), so the result is TFF's own."""
+  optimize = graph_optimizations.optimize_graph_spec
+  if getattr(optimize, 'skips_graphs_without_fetches', False):
+    return
+
+  def optimize_graph_spec(graph_spec_obj, config_proto):
+    if not graph_spec_obj.out_names:
+      return graph_spec_obj
+    return optimize(graph_spec_obj, config_proto)
+
+  optimize_graph_spec.skips_graphs_without_fetches = True
+  graph_optimizations.optimize_graph_spec = optimize_graph_spec
+
+
+skip_grappler_without_fetches()
 
 
 def simulate_secure_intrinsics(comp):

@@ -69,6 +69,7 @@ from tensorflow_federated.python.core.impl.execution_contexts import (
 )
 from tensorflow_federated.python.core.impl.types import type_conversions
 
+from tff_adaptive import commands
 from tff_adaptive.runtime import local
 from tff_adaptive.runtime import worker_process
 from tff_adaptive.runtime.addresses import parse_worker_addresses
@@ -165,7 +166,8 @@ class WorkerUnreachableError(RuntimeError):
   def __init__(self, address: str, timeout_s: float):
     super().__init__(
       f'worker {address} is not reachable (no gRPC connection within {timeout_s:g} s); start it '
-      f'there with `python -m run.worker --port=PORT`, and check the address and firewall'
+      f'there with `{commands.command("worker")} --port=PORT`, and check the address and '
+      'firewall'
     )
     self.address = address
 
