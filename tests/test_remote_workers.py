@@ -46,6 +46,7 @@ from tests import test_engine_parity as engine_parity  # its runs: the same thro
 from tests import trainer_processes
 from tests.metrics_close import WORKERS_RTOL
 from tests.metrics_close import assert_rows_close
+from tff_adaptive import commands
 from tff_adaptive import runtime
 from tff_adaptive.runtime import remote
 
@@ -343,7 +344,7 @@ def test_unreachable_worker_fails_before_training(tmp_path):
   lines = _stderr_lines(result.stderr)
   assert lines == [
     f'federated_trainer: error: worker {address} is not reachable (no gRPC connection within '
-    '2 s); start it there with `python -m run.worker --port=PORT`, and check the address and '
+    f'2 s); start it there with `{commands.command("worker")} --port=PORT`, and check the address and '
     'firewall'
   ]
   assert not (tmp_path / 'out').exists()

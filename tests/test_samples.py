@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests import trainer_processes
+from tff_adaptive import commands
 from tff_adaptive import datasets
 from tff_adaptive import tasks
 from tff_adaptive.datasets import samples
@@ -41,7 +42,7 @@ def test_the_samples_serve_every_tff_format_task_at_its_published_clients_per_ro
     assert len(splits.train.client_ids) >= tasks.TASKS[task].defaults.clients_per_round, dataset
 
 
-def test_the_documented_command_then_trains_so_lr(tmp_path):
+def test_the_documented_command_then_trains_so_lr(tmp_path, monkeypatch):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   written = subprocess.run(
     [sys.executable, '-m', 'tff_adaptive.datasets.samples', f'--data_dir={tmp_path / "d"}'],
@@ -52,7 +53,8 @@ def test_the_documented_command_then_trains_so_lr(tmp_path):
     timeout=300,
   )
   assert written.returncode == 0, written.stderr[-2000:]
-  assert 'try: python -m run.federated_trainer --task=so_lr' in written.stdout
+  monkeypatch.chdir(tmp_path)  # the hint names the train command as it runs from there
+  assert f'try: {commands.command("train")} --task=so_lr' in written.stdout
   trained = trainer_processes.run(
     [
       '--task=so_lr',
@@ -81,7 +83,7 @@ def test_every_missing_file_is_named_in_one_message(tmp_path):
     assert str(tmp_path / name) in message
   assert message.count('--dataset=stackoverflow_counts') == 1  # one command for both archives
   assert '--dataset=stackoverflow;' in message
-  assert 'python -m tff_adaptive.datasets.samples --data_dir=DIR' in message
+  assert f'{commands.command("samples")} --data_dir=DIR' in message
   assert '\n' not in message
 
 

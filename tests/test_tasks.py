@@ -231,7 +231,7 @@ def test_presets_are_the_published_tables_and_parse_as_trainer_flags():
 
 
 def test_missing_files_name_the_file_and_fetch_command(tmp_path):
-  with pytest.raises(datasets.DataNotFoundError, match='emnist_all.sqlite.*datasets.fetch'):
+  with pytest.raises(datasets.DataNotFoundError, match='emnist_all.sqlite.*tff-adaptive fetch'):
     tasks.build_task(tasks.TaskConfig(name='emnist_cr', data_dir=str(tmp_path)))
   fixtures.write_stackoverflow(str(tmp_path))
   with pytest.raises(datasets.DataNotFoundError, match='stackoverflow.word_count.tar.bz2'):

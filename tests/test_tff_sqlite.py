@@ -26,6 +26,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.datasets import sql_client_data_utils
 
 from tests import fixtures
+from tff_adaptive import commands
 from tff_adaptive import datasets
 from tff_adaptive.datasets import fetch as fetch_lib
 from tff_adaptive.datasets import tff_sqlite
@@ -262,9 +263,7 @@ def test_missing_file_names_path_and_fetch_command(tmp_path):
   msg = str(e.value)
   assert '\n' not in msg
   assert f'{missing}/stackoverflow.sqlite not found' in msg
-  assert (
-    f'python -m tff_adaptive.datasets.fetch --data_dir={missing} --dataset=stackoverflow'
-  ) in msg
+  assert (f'{commands.command("fetch")} --data_dir={missing} --dataset=stackoverflow') in msg
   assert not missing.exists()  # TFF's loader would have created it and started a download
 
 
@@ -398,7 +397,7 @@ def test_counts_errors(data_dir, tmp_path):
     datasets.load_tag_counts(str(tmp_path))
   assert str(e.value) == (
     f"{tmp_path}/stackoverflow.tag_count.tar.bz2 not found (TFF's StackOverflow counts "
-    f'archive); fetch it on a connected machine with: python -m tff_adaptive.datasets.fetch '
+    f'archive); fetch it on a connected machine with: {commands.command("fetch")} '
     f'--data_dir={tmp_path} --dataset=stackoverflow_counts'
   )
   with pytest.raises(ValueError, match='vocab_size must be None or a positive int, got 0'):

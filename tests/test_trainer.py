@@ -29,6 +29,7 @@ import time
 import pytest
 
 from tests import trainer_processes
+from tff_adaptive import commands
 from tff_adaptive.run import provenance
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -843,7 +844,7 @@ _BAD_INPUT = {
     [
       'task so_lr: 3 data files missing: /nonexistent/stackoverflow.sqlite, '
       '/nonexistent/stackoverflow.word_count.tar.bz2, /nonexistent/stackoverflow.tag_count.tar.bz2',
-      'python -m tff_adaptive.datasets.samples --data_dir=DIR',
+      f'{commands.command("samples")} --data_dir=DIR',
     ],
   ),
 }
