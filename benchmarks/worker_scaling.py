@@ -103,7 +103,7 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   spec = round_time.MODELS[_MODEL.value]
-  seed = round_time._SEED.value  # pylint: disable=protected-access
+  seed = flags.FLAGS.seed  # round_time defines --seed
   model_fn = round_time.make_model_fn(spec, seed)
   initial = tff.learning.models.ModelWeights.from_model(spec.keras_fn(seed))
   rows = []

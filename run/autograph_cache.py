@@ -186,7 +186,7 @@ def convert_recorded(path: str, done: set) -> tuple[int, int]:
       if fn is None:
         continue
       context = converter.ProgramContext(conversion_options(entry['options']))
-      api._TRANSPILER.transform(fn, context)  # pylint: disable=protected-access
+      api._TRANSPILER.transform(fn, context)  # noqa: SLF001  (AutoGraph's own converter)
       converted += 1
     except Exception:  # pylint: disable=broad-except
       continue  # the child converts it itself

@@ -534,7 +534,9 @@ def _train_cells(configs, output_dirs: list[str]) -> None:
     flush=True,
   )
   with _training_errors(root):
-    engine = grid_cells.GridCellsEngine(algorithms, device=first.runtime.device)
+    engine = engine_config.build_engine(
+      'grid_cells', algorithms, engine_config.EngineOptions(device=first.runtime.device)
+    )
     results = training_loop.run_cells(
       engine,
       *_loop_data(task, initial_weights, sampler),

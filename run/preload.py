@@ -92,7 +92,7 @@ def _runtime_started() -> bool:
     return False
   from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
 
-  return context.context()._context_handle is not None  # pylint: disable=protected-access
+  return context.context()._context_handle is not None  # noqa: SLF001  (TF has no public test)
 
 
 def _std_streams(unbuffered: bool) -> None:
@@ -159,8 +159,8 @@ def _run_child(request: dict, fds: list[int]) -> None:  # pragma: no cover (fork
     except BaseException:  # pylint: disable=broad-except
       traceback.print_exc()
       code = 1
-    threading._shutdown()  # pylint: disable=protected-access  (joins non-daemon threads)
-    atexit._run_exitfuncs()  # pylint: disable=protected-access
+    threading._shutdown()  # noqa: SLF001  (joins non-daemon threads, as at interpreter exit)
+    atexit._run_exitfuncs()  # noqa: SLF001  (what interpreter exit runs)
   finally:
     for stream in (sys.stdout, sys.stderr):
       try:
@@ -338,14 +338,14 @@ class Process:
 
   def poll(self):
     if self.returncode is None:
-      ended = self._server._exited(self._number, timeout_s=0)  # pylint: disable=protected-access
+      ended = self._server.exited(self._number, timeout_s=0)
       if ended is not None:
         self.returncode, self.cpu_s = ended
     return self.returncode
 
   def wait(self, timeout=None):
     if self.returncode is None:
-      ended = self._server._exited(self._number, timeout_s=timeout)  # pylint: disable=protected-access
+      ended = self._server.exited(self._number, timeout_s=timeout)
       if ended is None:
         raise subprocess.TimeoutExpired(self.args, timeout)
       self.returncode, self.cpu_s = ended
@@ -517,7 +517,7 @@ class Preloaded:
           self._exits[message['exit']] = (message['code'], message['cpu_s'])
         self._cond.notify_all()
 
-  def _exited(self, number: int, timeout_s):
+  def exited(self, number: int, timeout_s):
     """(exit code, CPU seconds) of the child of request `number`, None if not ended in time."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with self._cond:

@@ -137,7 +137,7 @@ def _seeded_tff_randomness(run_seed: int):
         return tf.cast(tf.round(scaled_x), discretization.OUTPUT_TF_TYPE)
       # One int64 seed (TFF draws with [seed, try]): the two halves of `_value_seed` xored.
       seed = tf.bitwise.bitwise_xor(*tf.unstack(_value_seed(run_seed, scaled_x, _ROUNDING_STREAM)))
-      rounded = discretization._stochastic_rounding(  # pylint: disable=protected-access
+      rounded = discretization._stochastic_rounding(  # noqa: SLF001  (TFF's own rounding, reseeded)
         scaled_x, prior_norm_bound * scale, scale, beta, seed=seed
       )
       return tf.cast(rounded, discretization.OUTPUT_TF_TYPE)

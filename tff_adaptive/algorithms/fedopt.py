@@ -12,7 +12,7 @@ import tensorflow_federated as tff
 from tff_adaptive.algorithms import base
 
 
-class _FedOpt(base.Algorithm):
+class FedOpt(base.Algorithm):
   """FedOpt, Reddi et al. 2021 Algorithm 5. Round t, sampled clients S, n_i examples on i::
 
     x_i = ClientOpt^K(x_t; D_i, eta_l(t), B, E)       # K = E ceil(n_i / B) local steps
@@ -50,4 +50,4 @@ def build_fedopt(
     The algorithm; `tff_adaptive.engines.build_learning_process(alg)` makes it a TFF
     LearningProcess, `engines.InProcessEngine(alg)` runs it in this process.
   """
-  return _FedOpt(model_fn, client, server_optimizer, **kwargs)
+  return FedOpt(model_fn, client, server_optimizer, **kwargs)

@@ -30,7 +30,7 @@ def proximal_gradient(gradient: Any, x: Any, x_t: Any, mu: float) -> Any:
   return tree.add_scaled(gradient, tree.sub(x, x_t), mu)
 
 
-class _FedProx(fedopt._FedOpt):  # pylint: disable=protected-access
+class _FedProx(fedopt.FedOpt):
   """FedProx (Li et al. 2020, Algorithm 2). Round t, sampled clients S::
 
     x_i = ClientOpt^K(x_t) on f_i(x) + mu/2 ||x - x_t||^2   # gradient g + mu (x - x_t)

@@ -47,15 +47,21 @@ class RoundResult(NamedTuple):
       non-finite value and the server step was skipped), client_<stat>_<mean|min|max>.
     client_states: stateful algorithms: each client's new state, in the order of the clients
       given; None otherwise.
+    cells: engines that run several runs at once (`grid_cells`): each run's own `RoundResult`,
+      in the order of their states; None otherwise (then `metrics` is the run's).
   """
 
   state: Any
   metrics: collections.OrderedDict
   client_states: list[ClientState] | None = None
+  cells: tuple['RoundResult', ...] | None = None
 
 
 class Engine(abc.ABC):
-  """Runs an `Algorithm`'s rounds. Implementations: `tff` and `inprocess`."""
+  """Runs an `Algorithm`'s rounds. Implementations, by name in `config.ENGINES`: `tff`
+  (`tff_engine.TffEngine`), `inprocess` (`inprocess.InProcessEngine`), `vectorised`
+  (`vectorised.VectorisedEngine`) and `grid_cells` (`grid_cells.GridCellsEngine`, K runs at once:
+  its state holds theirs, its `RoundResult.cells` their results)."""
 
   def __init__(self, algorithm: algorithm_base.Algorithm):
     self.algorithm = algorithm

@@ -63,6 +63,7 @@ def vectorised_refusal(algorithm: str, client_optimizer: str) -> str | None:
 _TFF_ENGINE = registry.Lazy('tff_adaptive.engines.tff_engine:TffEngine')
 _INPROCESS_ENGINE = registry.Lazy('tff_adaptive.engines.inprocess:InProcessEngine')
 _VECTORISED_ENGINE = registry.Lazy('tff_adaptive.engines.vectorised:VectorisedEngine')
+_GRID_CELLS_ENGINE = registry.Lazy('tff_adaptive.engines.grid_cells:GridCellsEngine')
 # name -> (algorithm, EngineOptions) -> `engines.Engine`.
 ENGINES: registry.Registry[Callable[..., Any]] = registry.Registry(
   'engine',
@@ -74,6 +75,8 @@ ENGINES: registry.Registry[Callable[..., Any]] = registry.Registry(
     'vectorised': lambda algorithm, options: _VECTORISED_ENGINE(
       algorithm, device=options.device, chunk_size=options.chunk_size
     ),
+    # `algorithm`: the cells' algorithms (a sequence), run side by side.
+    'grid_cells': lambda algorithms, options: _GRID_CELLS_ENGINE(algorithms, device=options.device),
   },
 )
 

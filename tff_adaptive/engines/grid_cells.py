@@ -14,9 +14,11 @@ round and their seeds. `GridCellsEngine` trains K such cells' rounds in one comp
   metrics, so that each cell's round is the one it would have alone (tested equal, cell by
   cell, to the vectorised and in-process engines).
 
-The cells are a tuple of server states; `next(states, clients, active)` advances the cells
-marked active and returns every cell's state (an inactive cell's unchanged: a cell that
-diverged, finished, or is at another round). Cells must agree on everything but the client
+The engine's state holds the cells' server states and which of them the next round advances
+(`CellsState`); `next(state, clients)`, as every engine's, returns every cell's result (an
+inactive cell's state unchanged: a cell that diverged, finished, or is at another round). The
+cells talk to their vectorised engines through those engines' round parts (`round_inputs`,
+`schedule`, `fold_clients`, `server_step`, ...: `inprocess.InProcessEngine`'s docstring). Cells must agree on everything but the client
 learning rate (and its schedule), the server optimizer and its hyperparameters; a plain
 (not DP, not compressed) aggregation; clients that only take local steps (no full passes, gradient transforms, epoch
 means or client states: FedOpt's FedAvg, FedAvgM, FedAdagrad, FedAdam, FedYogi, and FedNova)
@@ -30,6 +32,7 @@ import collections
 from collections.abc import Sequence
 import dataclasses
 from typing import Any
+from typing import NamedTuple
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -94,8 +97,20 @@ def check_cells(algorithms: Sequence[algorithm_base.Algorithm]) -> None:
       )
 
 
-class GridCellsEngine:
-  """K cells' rounds as one computation (module docstring).
+class CellsState(NamedTuple):
+  """The state of K cells (`GridCellsEngine`): each cell's own server state, and which cells the
+  next round advances (a cell that diverged, finished, or is at another round waits)."""
+
+  cells: tuple
+  active: tuple[bool, ...]
+
+
+class GridCellsEngine(base.Engine):
+  """K cells' rounds as one computation (module docstring); engine 'grid_cells'.
+
+  Its state is a `CellsState`; `next` returns every cell's `RoundResult` in
+  `RoundResult.cells` (an inactive cell's state is the one given, its metrics those of a round
+  it did not keep). `algorithm` is cell 0's.
 
   Attributes:
     cells: one `vectorised.VectorisedEngine` per cell (its algorithm, workspace model and
@@ -110,41 +125,44 @@ class GridCellsEngine:
       ValueError: the cells cannot train side by side (one line naming why).
     """
     check_cells(algorithms)
+    super().__init__(algorithms[0])
     self.cells = [vectorised.VectorisedEngine(a, device=device) for a in algorithms]
-    specs = [c._specs for c in self.cells]  # noqa: SLF001  (the engines of this package)
+    specs = [c.specs for c in self.cells]
     if any(s != specs[0] for s in specs):
       raise ValueError('grid cells: the cells have models of different shapes')
     self.device = self.cells[0].device
     self._round_fn = None
 
-  def initialize(self, initial_weights: tff.learning.models.ModelWeights) -> tuple:
-    """Every cell's server state at round 0, each from `initial_weights`."""
-    return tuple(cell.initialize(initial_weights) for cell in self.cells)
+  def initialize(self, initial_weights: tff.learning.models.ModelWeights) -> CellsState:
+    """Every cell's server state at round 0, each from `initial_weights`, all active."""
+    states = tuple(cell.initialize(initial_weights) for cell in self.cells)
+    return CellsState(states, (True,) * len(states))
 
-  def next(
-    self, states: Sequence[Any], clients: Sequence[base.RoundClient], active: Sequence[bool]
-  ) -> list[base.RoundResult]:
-    """One round on `clients` for the cells marked `active`; every cell's `RoundResult` (an
-    inactive cell's state is the one given, its metrics those of a round it did not keep)."""
+  def model_weights(self, state: Any) -> tff.learning.models.ModelWeights:
+    """The model of one cell's state (every cell's has the same structure)."""
+    return self.cells[0].model_weights(state)
+
+  def next(self, state: CellsState, clients: Sequence[base.RoundClient]) -> base.RoundResult:
+    """One round on `clients` for the cells `state.active` marks; `RoundResult.cells` holds
+    every cell's result, `RoundResult.state` their new states."""
     if not clients:
       raise ValueError('a round needs at least one client')
-    if len(states) != len(self.cells) or len(active) != len(self.cells):
+    if len(state.cells) != len(self.cells) or len(state.active) != len(self.cells):
       raise ValueError(f'expected {len(self.cells)} cell states and active flags')
     lead = self.cells[0]
-    features, splits, seeds_, _, _ = lead._round_inputs(clients)  # noqa: SLF001
-    active = tf.constant(list(active), tf.bool)
+    features, splits, seeds_, _, _ = lead.round_inputs(clients)
+    active = tf.constant(list(state.active), tf.bool)
     with tf.device(self.device):
       if self._round_fn is None:
-        self._round_fn = self._build_round_fn(tuple(states), features)
-      outputs = self._round_fn(tuple(states), features, splits, seeds_, active)
-    return [
-      cell._round_result(clients, *out)  # noqa: SLF001
-      for cell, out in zip(self.cells, outputs)
-    ]
+        self._round_fn = self._build_round_fn(tuple(state.cells), features)
+      outputs = self._round_fn(tuple(state.cells), features, splits, seeds_, active)
+    results = tuple(cell.round_result(clients, *out) for cell, out in zip(self.cells, outputs))
+    new_state = CellsState(tuple(r.state for r in results), tuple(state.active))
+    return base.RoundResult(new_state, collections.OrderedDict(), None, results)
 
   def _build_round_fn(self, states, features):
     signature = (
-      tuple(cell._state_spec(s) for cell, s in zip(self.cells, states)),  # noqa: SLF001
+      tuple(cell.state_spec(s) for cell, s in zip(self.cells, states)),
       collections.OrderedDict(
         (k, tf.TensorSpec((None,) + v.shape[1:], tf.as_dtype(v.dtype))) for k, v in features.items()
       ),
@@ -154,7 +172,6 @@ class GridCellsEngine:
     )
     return tf.function(self._round, input_signature=signature, autograph=False)
 
-  # pylint: disable=protected-access  (the cells are this package's vectorised engines)
   def _round(self, states, features, splits, seeds_, active):
     cells, lead = self.cells, self.cells[0]
     sizes = splits[1:] - splits[:-1]
@@ -168,11 +185,11 @@ class GridCellsEngine:
       for cell, s in zip(cells, states)
     ]
     for cell in cells:
-      cell._reset_metrics()
-    steps, (rows, valid) = lead._schedule(splits, seeds_)
+      cell.reset_metrics()
+    steps, (rows, valid) = lead.schedule(splits, seeds_)
     start = tuple(
       tf.repeat(tf.stack([s['model'].trainable[j] for s in states]), num_clients, axis=0)
-      for j in range(len(lead._specs))
+      for j in range(len(lead.specs))
     )
     updates = self._train(cells, features, steps, rows, valid, seeds_, start, lrs, num_clients)
     num_examples = tf.cast(sizes, tf.float32)
@@ -197,9 +214,9 @@ class GridCellsEngine:
           )
         )
 
-      spec = cell._output_spec(broadcasts[k])
-      carry, new_states = cell._fold_clients(state, spec, num_clients, client_output)
-      new_state, *rest = cell._server_step(state, spec, num_clients, carry, new_states)
+      spec = cell.output_spec(broadcasts[k])
+      carry, new_states = cell.fold_clients(state, spec, num_clients, client_output)
+      new_state, *rest = cell.server_step(state, spec, num_clients, carry, new_states)
       kept = tf.nest.map_structure(lambda n, o, k=k: tf.where(active[k], n, o), new_state, state)
       outputs.append((kept, *rest))
     return tuple(outputs)
@@ -224,10 +241,10 @@ class GridCellsEngine:
       all_valid, all_count = repeat(step_valid), repeat(count)
       with tf.GradientTape() as tape:
         tape.watch(params)
-        predictions = lead._functional.apply(
+        predictions = lead.functional.apply(
           params, batch['x'], True, seeds.local_step_seed(all_seeds, s)
         )
-        losses = lead._client_losses(batch['y'], predictions, all_valid, all_count)
+        losses = lead.client_losses(batch['y'], predictions, all_valid, all_count)
         total = tf.reduce_sum(losses)
       grads = tape.gradient(total, params)
       stepped = tuple(
@@ -236,12 +253,10 @@ class GridCellsEngine:
       params = stacked_steps.keep_active(active, stepped, tuple(params))
       for k, cell in enumerate(cells):
         part = lambda t, k=k: t[k * num_clients : (k + 1) * num_clients]
-        cell._update_metrics(
+        cell.update_metrics(
           part(batch['y']), part(predictions), part(losses), step_valid, count, part(active)
         )
       return s + 1, tuple(params)
 
     _, params = tf.while_loop(lambda s, _: s < tf.reduce_max(steps), body, (tf.constant(0), start))
     return tuple(w - p for w, p in zip(start, params))
-
-  # pylint: enable=protected-access

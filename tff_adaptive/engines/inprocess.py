@@ -104,7 +104,17 @@ class _Finalizer:
 
 
 class InProcessEngine(base.Engine):
-  """Runs an `Algorithm`'s rounds in one compiled TF function each (see module docstring)."""
+  """Runs an `Algorithm`'s rounds in one compiled TF function each (see module docstring).
+
+  The round's parts, for engines built from this one (`vectorised.VectorisedEngine` overrides
+  `_round`; `grid_cells.GridCellsEngine` runs K vectorised engines' parts in one function), not
+  for users: `specs` (the trainable weights' specs), `round_inputs(clients)` (the compiled
+  function's arguments after the state), `state_spec(state)`, `reset_metrics()`,
+  `fold_clients(state, spec, num_clients, client_output)` (the aggregation fold and statistics
+  over `client_output(i)`), `server_step(state, spec, num_clients, carry, new_states)` (g_t,
+  ServerOpt, the extra server state) and `round_result(clients, *outputs)` (the loop's
+  `RoundResult` of the function's outputs).
+  """
 
   def __init__(
     self,
@@ -130,7 +140,7 @@ class InProcessEngine(base.Engine):
       # Created here: variables created while the round function traces would make
       # tf.function trace it twice.
       self._model = algorithm.model_fn()
-    self._specs = local_loop.trainable_specs(self._model)
+    self.specs = local_loop.trainable_specs(self._model)
     self._finalizer = None
     self._round_fn = None
 
@@ -140,13 +150,13 @@ class InProcessEngine(base.Engine):
         tuple(tf.constant(w) for w in initial_weights.trainable),
         tuple(tf.constant(w) for w in initial_weights.non_trainable),
       )
-      extra = self.algorithm.server_extra_init(self._specs)
+      extra = self.algorithm.server_extra_init(self.specs)
       return collections.OrderedDict(
         model=weights,
-        optimizer=self.algorithm.server_optimizer.initialize(self._specs),
+        optimizer=self.algorithm.server_optimizer.initialize(self.specs),
         client_round=tf.constant(0, tf.int32),
         extra=self.algorithm.server_extra_for_model(extra, weights),
-        aggregator=self.algorithm.aggregation.initialize(self._specs),
+        aggregator=self.algorithm.aggregation.initialize(self.specs),
       )
 
   def model_weights(self, state: Any) -> tff.learning.models.ModelWeights:
@@ -173,7 +183,7 @@ class InProcessEngine(base.Engine):
 
     client_state = ()
     if alg.stateful_clients:
-      client_state = tuple(tf.TensorSpec(s.shape, s.dtype) for s in self._specs)
+      client_state = tuple(tf.TensorSpec(s.shape, s.dtype) for s in self.specs)
     return tf.function(client_update, autograph=False).get_concrete_function(
       tf.nest.map_structure(_as_spec, x_t),
       collections.OrderedDict(
@@ -211,22 +221,22 @@ class InProcessEngine(base.Engine):
     x_t = state['model']
     lr = tf.cast(alg.client_lr_schedule(state['client_round']), tf.float32)
     broadcast = alg.client_broadcast(state['extra'], state['client_round'])
-    self._reset_metrics()
+    self.reset_metrics()
     num_clients = tf.shape(seeds_)[0]
     states = self._entry_states(states, present, broadcast)
     args = (x_t, features, splits, seeds_, states, present, lr, broadcast)
     client_update = self._client_update_fn(args)
     spec = tf.nest.map_structure(_as_spec, client_update.structured_outputs)
-    carry, new_states = self._fold_clients(
+    carry, new_states = self.fold_clients(
       state, spec, num_clients, lambda i: self._client(client_update, i, *args)
     )
-    return self._server_step(state, spec, num_clients, carry, new_states)
+    return self.server_step(state, spec, num_clients, carry, new_states)
 
-  def _reset_metrics(self) -> None:
+  def reset_metrics(self) -> None:
     for v in self._model.local_variables:
       v.assign(tf.zeros_like(v))
 
-  def _fold_clients(self, state, spec, num_clients, client_output):
+  def fold_clients(self, state, spec, num_clients, client_output):
     """Folds `client_output(i)` (a `ClientOutput`) over i = 0..num_clients-1 in order: the
     aggregation's accumulator, the w-weighted sum of extras, sum w_i, and the statistics' sum,
     min and max; and each client's new state in a TensorArray."""
@@ -269,7 +279,7 @@ class InProcessEngine(base.Engine):
     )
     return carry, new_states
 
-  def _server_step(self, state, spec, num_clients, carry, new_states):
+  def server_step(self, state, spec, num_clients, carry, new_states):
     """g_t from the fold, x_{t+1} = ServerOpt(x_t, g_t), the extra server state, and the
     round's outputs (new state, unfinalized training metrics, client statistics, ...)."""
     alg = self.algorithm
@@ -295,26 +305,26 @@ class InProcessEngine(base.Engine):
     new_states = [ta.stack() for ta in new_states]
     return new_state, metrics, stats, non_finite, aggregator_metrics, new_states
 
-  def _state_spec(self, state) -> Any:
+  def state_spec(self, state) -> Any:
     """The server state's specs; the aggregator's as TF traces its initialization, so that a
     shape that changes from round to round (DP-FTRL's tree buffer grows a level at every power
     of two) is None there, as in TFF's type of the same state."""
     spec = tf.nest.map_structure(_as_spec, state)
     traced = tf.function(
-      lambda: self.algorithm.aggregation.initialize(self._specs), autograph=False
+      lambda: self.algorithm.aggregation.initialize(self.specs), autograph=False
     ).get_concrete_function()
     spec['aggregator'] = tf.nest.map_structure(_as_spec, traced.structured_outputs)
     return spec
 
   def _build_round_fn(self, state, features, splits, seeds_, states, present):
     signature = (
-      self._state_spec(state),
+      self.state_spec(state),
       collections.OrderedDict(
         (k, tf.TensorSpec((None,) + v.shape[1:], tf.as_dtype(v.dtype))) for k, v in features.items()
       ),
       tf.TensorSpec([None], tf.int32),
       tf.TensorSpec([None, 2], tf.int64),
-      tuple(_leading_none(s) for s in self._specs) if self.algorithm.stateful_clients else (),
+      tuple(_leading_none(s) for s in self.specs) if self.algorithm.stateful_clients else (),
       tf.TensorSpec([None], tf.bool),
     )
 
@@ -329,14 +339,14 @@ class InProcessEngine(base.Engine):
   def next(self, state, clients: Sequence[base.RoundClient]) -> base.RoundResult:
     if not clients:
       raise ValueError('a round needs at least one client')
-    inputs = self._round_inputs(clients)
+    inputs = self.round_inputs(clients)
     with tf.device(self.device):
       if self._round_fn is None:
         self._round_fn = self._build_round_fn(state, *inputs)
       outputs = self._round_fn(state, *inputs)
-    return self._round_result(clients, *outputs)
+    return self.round_result(clients, *outputs)
 
-  def _round_inputs(self, clients: Sequence[base.RoundClient]) -> tuple:
+  def round_inputs(self, clients: Sequence[base.RoundClient]) -> tuple:
     """The round function's arguments after the state: the clients' examples concatenated, row
     offsets, seeds, stored states (stateful algorithms) and whether each had one."""
     names = list(clients[0].features)
@@ -358,11 +368,11 @@ class InProcessEngine(base.Engine):
             for c in clients
           ]
         )
-        for j, s in enumerate(self._specs)
+        for j, s in enumerate(self.specs)
       )
     return features, splits, seeds_, states, present
 
-  def _round_result(
+  def round_result(
     self, clients, new_state, metrics, stats, non_finite, aggregator_metrics, new_states
   ) -> base.RoundResult:
     if self._finalizer is None:

@@ -170,6 +170,140 @@ def _check_algorithm(builder: str, algorithm) -> None:
   )
 
 
+def _data_type(algorithm: algorithm_base.Algorithm, client_data: str) -> tff.SequenceType:
+  if client_data not in CLIENT_DATA:
+    raise ValueError(f'client_data must be one of {", ".join(CLIENT_DATA)}, got {client_data!r}')
+  if client_data == BATCHED:
+    return batched_data_type(algorithm)
+  return client_data_type(algorithm)
+
+
+def _client_computation(algorithm, received_type, weights_type, client_data, keeps_extra: bool):
+  """The one client computation of both routes: (received, x_t, data) -> (out, metrics).
+
+  `received`: OrderedDict(lr, round (the round being run, 1-based), and `broadcast`, or, for a
+  client work that keeps an extra state set from x_0 (`keeps_extra`), `extra`: the client then
+  sets the broadcast from x_t in the first round, see `build_client_work`). `out`:
+  OrderedDict(update, weight, stats, extras, state, position, candidate): the algorithm's client
+  value and weight, statistics, extras, new client state and its position in the round, and
+  the extra state computed from this x_t (`keeps_extra`; () otherwise). Its data: one element
+  with every example, its seed and its stored state (SINGLE_ELEMENT), or TFF's batched data,
+  gathered into one batch and seeded by `batched_client_seed` (BATCHED).
+  """
+  data_type = _data_type(algorithm, client_data)
+  batched = client_data == BATCHED
+
+  def broadcast_of(received, initial_weights):
+    """(b, E from this round's x_t): the first round's clients set E from x_t = x_0."""
+    if not keeps_extra:
+      return received['broadcast'], ()
+    candidate = algorithm.server_extra_for_model(received['extra'], initial_weights)
+    first = tf.equal(received['round'], 1)
+    extra = tf.nest.map_structure(
+      lambda new, kept: tf.where(first, new, kept), candidate, tuple(received['extra'])
+    )
+    return algorithm.client_broadcast(extra, received['round'] - 1), candidate
+
+  def stored_state(element, broadcast):
+    if not algorithm.stateful_clients:
+      return (), tf.constant(0)
+    fresh = algorithm.initial_client_state(broadcast)
+    state = tf.nest.map_structure(
+      lambda stored, new: tf.where(element[STATE_PRESENT_KEY], stored, new),
+      tuple(element[STATE_KEY]),
+      tuple(fresh),
+    )
+    return state, element[POSITION_KEY]
+
+  @tff.tensorflow.computation(received_type, weights_type, data_type)
+  def client_update(received, initial_weights, data):
+    model = algorithm.model_fn()
+
+    @tf.function(autograph=False)
+    def train():
+      element = None
+      if batched:
+        features = _all_examples(data)
+        seed = batched_client_seed(received['round'], features)
+      else:
+        element = data.get_single_element()
+        features, seed = _split(element)
+      broadcast, candidate = broadcast_of(received, initial_weights)
+      state, position = stored_state(element, broadcast)
+      out = algorithm.client_update(
+        model, initial_weights, features, seed, received['lr'], broadcast, state
+      )
+      return (
+        collections.OrderedDict(
+          update=tuple(out.update) if isinstance(out.update, list) else out.update,
+          weight=out.weight,
+          stats=out.stats,
+          extras=out.extras,
+          state=out.state,
+          position=position,
+          candidate=candidate,
+        ),
+        model.report_local_unfinalized_metrics(),
+      )
+
+    return train()
+
+  return client_update
+
+
+def _client_measurements(metrics_aggregation, model_outputs, stats):
+  """OrderedDict(train=the model's metrics summed then finalized, client_stats)@SERVER."""
+  return tff.federated_zip(
+    collections.OrderedDict(
+      train=metrics_aggregation(model_outputs), client_stats=_summarize_stats(stats)
+    )
+  )
+
+
+def _client_work_state(algorithm, specs, keeps_extra: bool):
+  """(initial state, round inputs, next state) computations of `build_client_work`'s state:
+  the rounds done t, and with `keeps_extra` the extra state E."""
+
+  @tff.tensorflow.computation
+  def initial_state():
+    t = tf.constant(0, tf.int32)
+    if keeps_extra:
+      return collections.OrderedDict(round_num=t, extra=algorithm.server_extra_init(specs))
+    return t
+
+  state_type = initial_state.type_signature.result
+  rounds_done = lambda state: state['round_num'] if keeps_extra else state
+
+  @tff.tensorflow.computation(state_type)
+  def round_inputs(state):
+    t = rounds_done(state)
+    inputs = collections.OrderedDict(
+      lr=tf.cast(algorithm.client_lr_schedule(t), tf.float32),
+      round=t + 1,  # the round being run (the state counts the rounds done)
+    )
+    if keeps_extra:
+      inputs['extra'] = state['extra']
+    else:
+      inputs['broadcast'] = algorithm.client_broadcast((), t)
+    return inputs
+
+  def next_state_fn(candidate_type):
+    @tff.tensorflow.computation(state_type, candidate_type)
+    def next_state(state, candidate):
+      t = rounds_done(state)
+      if not keeps_extra:
+        return t + 1
+      first = tf.equal(t, 0)
+      extra = tf.nest.map_structure(
+        lambda new, kept: tf.where(first, new, kept), tuple(candidate), tuple(state['extra'])
+      )
+      return collections.OrderedDict(round_num=t + 1, extra=extra)
+
+    return next_state
+
+  return initial_state, round_inputs, next_state_fn
+
+
 def build_client_work(
   algorithm: algorithm_base.Algorithm, client_data: str = SINGLE_ELEMENT
 ) -> tff.learning.templates.ClientWorkProcess:
@@ -207,89 +341,27 @@ def build_client_work(
   the same client data in the same round gives the same model as SINGLE_ELEMENT given that seed.
   """
   _check_algorithm('build_client_work', algorithm)
-  if client_data not in CLIENT_DATA:
-    raise ValueError(f'client_data must be one of {", ".join(CLIENT_DATA)}, got {client_data!r}')
+  data_type = _data_type(algorithm, client_data)
   keeps_extra = not algorithm.fits_templates
   if keeps_extra and not algorithm.extra_from_initial_model:
     raise ValueError(f'{algorithm.name} keeps extra server or client state: no ClientWorkProcess')
   weights_type, _, finalizers = _model_types(algorithm)
   specs = tuple(tff.types.type_to_tf_tensor_specs(weights_type.trainable))
-  batched = client_data == BATCHED
-  data_type = batched_data_type(algorithm) if batched else client_data_type(algorithm)
   metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
+  initial_state, round_inputs, next_state_fn = _client_work_state(algorithm, specs, keeps_extra)
+  client_update = _client_computation(
+    algorithm, round_inputs.type_signature.result, weights_type, client_data, keeps_extra
+  )
+  out_type = client_update.type_signature.result[0]
+  next_state = next_state_fn(out_type['candidate'])
 
-  @tff.tensorflow.computation
-  def initial_state():
-    t = tf.constant(0, tf.int32)
-    if keeps_extra:
-      return collections.OrderedDict(round_num=t, extra=algorithm.server_extra_init(specs))
-    return t
-
-  state_type = initial_state.type_signature.result
-  rounds_done = lambda state: state['round_num'] if keeps_extra else state
+  @tff.tensorflow.computation(out_type)
+  def client_result(out):
+    return tff.learning.templates.ClientResult(update=out['update'], update_weight=out['weight'])
 
   @tff.federated_computation
   def client_init():
     return tff.federated_eval(initial_state, tff.SERVER)
-
-  @tff.tensorflow.computation(state_type)
-  def round_inputs(state):
-    t = rounds_done(state)
-    inputs = collections.OrderedDict(
-      lr=tf.cast(algorithm.client_lr_schedule(t), tf.float32),
-      round=t + 1,  # the round being run (the state counts the rounds done)
-    )
-    if keeps_extra:
-      inputs['extra'] = state['extra']
-    else:
-      inputs['broadcast'] = algorithm.client_broadcast((), t)
-    return inputs
-
-  def client_extra(received, initial_weights):
-    """(E, E from this round's x_t): the first round's clients set E from x_t = x_0."""
-    if not keeps_extra:
-      return (), ()
-    candidate = algorithm.server_extra_for_model(received['extra'], initial_weights)
-    first = tf.equal(received['round'], 1)
-    extra = tf.nest.map_structure(
-      lambda new, kept: tf.where(first, new, kept), candidate, tuple(received['extra'])
-    )
-    return algorithm.client_broadcast(extra, received['round'] - 1), candidate
-
-  @tff.tensorflow.computation(round_inputs.type_signature.result, weights_type, data_type)
-  def client_update(received, initial_weights, data):
-    model = algorithm.model_fn()
-
-    @tf.function(autograph=False)
-    def train():
-      if batched:
-        features = _all_examples(data)
-        seed = batched_client_seed(received['round'], features)
-      else:
-        features, seed = _split(data.get_single_element())
-      broadcast, candidate = client_extra(received, initial_weights)
-      if not keeps_extra:
-        broadcast = received['broadcast']
-      out = algorithm.client_update(
-        model, initial_weights, features, seed, received['lr'], broadcast, ()
-      )
-      result = tff.learning.templates.ClientResult(update=out.update, update_weight=out.weight)
-      return result, model.report_local_unfinalized_metrics(), out.stats, candidate
-
-    return train()
-
-  candidate_type = client_update.type_signature.result[3]
-
-  @tff.tensorflow.computation(state_type, candidate_type)
-  def next_state(state, candidate):
-    t = rounds_done(state)
-    if not keeps_extra:
-      return t + 1
-    first = tf.equal(t, 0)
-    extra = tf.nest.map_structure(
-      lambda new, kept: tf.where(first, new, kept), tuple(candidate), tuple(state['extra'])
-    )
-    return collections.OrderedDict(round_num=t + 1, extra=extra)
 
   @tff.federated_computation(
     client_init.type_signature.result,
@@ -298,18 +370,13 @@ def build_client_work(
   )
   def client_next(state, weights, client_data):
     received = tff.federated_broadcast(tff.federated_map(round_inputs, state))
-    result, model_outputs, stats, candidate = tff.federated_map(
-      client_update, (received, weights, client_data)
-    )
-    measurements = tff.federated_zip(
-      collections.OrderedDict(
-        train=metrics_aggregation(model_outputs), client_stats=_summarize_stats(stats)
-      )
-    )
+    out, model_outputs = tff.federated_map(client_update, (received, weights, client_data))
     # Every client received the same x_t: the min of their copies of E is E exactly.
-    kept = tff.federated_min(candidate) if keeps_extra else tff.federated_value((), tff.SERVER)
+    kept = tff.federated_min(out.candidate) if keeps_extra else tff.federated_value((), tff.SERVER)
     return tff.templates.MeasuredProcessOutput(
-      tff.federated_map(next_state, (state, kept)), result, measurements
+      tff.federated_map(next_state, (state, kept)),
+      tff.federated_map(client_result, out),
+      _client_measurements(metrics_aggregation, model_outputs, out.stats),
     )
 
   return tff.learning.templates.ClientWorkProcess(client_init, client_next)
@@ -363,23 +430,9 @@ def _collect(values, positions, clients_per_round: int, value_type):
   )
 
 
-def _handwritten_process(
-  algorithm: algorithm_base.Algorithm,
-  clients_per_round: int | None,
-  client_data: str = SINGLE_ELEMENT,
-) -> tff.learning.templates.LearningProcess:
-  """The hand-written route, for algorithms with extra server state or client state.
-
-  BATCHED client data (algorithms without client state): as in `build_client_work`, the
-  examples gathered into one batch, the seed `batched_client_seed(t, examples)`.
-  """
-  if algorithm.stateful_clients and not clients_per_round:
-    raise ValueError(f'{algorithm.name} keeps client state: clients_per_round is required')
-  weights_type, _, finalizers = _model_types(algorithm)
-  batched = client_data == BATCHED
-  data_type = batched_data_type(algorithm) if batched else client_data_type(algorithm)
-  specs = tuple(tff.types.type_to_tf_tensor_specs(weights_type.trainable))
-  metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
+def _extra_state(algorithm, weights_type, specs):
+  """The hand-written route's client work state, OrderedDict(round_num, extra): (its value for
+  x_0, the round's inputs to the clients, its next value, its value for new model weights)."""
 
   @tff.tensorflow.computation(weights_type)
   def client_work_init(initial_weights):
@@ -389,74 +442,61 @@ def _handwritten_process(
       extra=algorithm.server_extra_for_model(algorithm.server_extra_init(specs), initial_weights),
     )
 
-  client_work_type = client_work_init.type_signature.result
+  state_type = client_work_init.type_signature.result
 
-  @tff.tensorflow.computation(client_work_type)
-  def broadcast(client_work):
+  @tff.tensorflow.computation(state_type)
+  def round_inputs(client_work):
     return collections.OrderedDict(
       lr=tf.cast(algorithm.client_lr_schedule(client_work['round_num']), tf.float32),
-      broadcast=algorithm.client_broadcast(client_work['extra'], client_work['round_num']),
       round=client_work['round_num'] + 1,  # the round being run, for batched data's seed
+      broadcast=algorithm.client_broadcast(client_work['extra'], client_work['round_num']),
     )
 
-  @tff.tensorflow.computation(weights_type, broadcast.type_signature.result, data_type)
-  def client_update(initial_weights, received, data):
-    model = algorithm.model_fn()
-
-    @tf.function(autograph=False)
-    def train():
-      if batched:
-        features = _all_examples(data)
-        seed = batched_client_seed(received['round'], features)
-      else:
-        element = data.get_single_element()
-        features, seed = _split(element)
-      state = ()
-      if algorithm.stateful_clients:
-        fresh = algorithm.initial_client_state(received['broadcast'])
-        state = tf.nest.map_structure(
-          lambda stored, new: tf.where(element[STATE_PRESENT_KEY], stored, new),
-          tuple(element[STATE_KEY]),
-          tuple(fresh),
-        )
-      out = algorithm.client_update(
-        model, initial_weights, features, seed, received['lr'], received['broadcast'], state
-      )
-      position = element[POSITION_KEY] if algorithm.stateful_clients else tf.constant(0)
-      return (
-        collections.OrderedDict(
-          update=tuple(out.update) if isinstance(out.update, list) else out.update,
-          weight=out.weight,
-          stats=out.stats,
-          extras=out.extras,
-          state=out.state,
-          position=position,
+  def next_fn(extras_type):
+    @tff.tensorflow.computation(state_type, extras_type, np.int32, np.int32)
+    def server_extra(client_work, extras_mean, num_clients, update_non_finite):
+      return collections.OrderedDict(
+        round_num=client_work['round_num'] + 1,
+        extra=algorithm.next_server_extra(
+          client_work['extra'], extras_mean, num_clients, update_non_finite
         ),
-        model.report_local_unfinalized_metrics(),
       )
 
-    return train()
+    return server_extra
 
-  extras_type = client_update.type_signature.result[0]['extras']
-  aggregation_process = algorithm.aggregation.factory().create(
-    client_update.type_signature.result[0]['update'], tff.TensorType(np.float32)
-  )
-  init_optimizer, server_update = _server_update_fn(
-    algorithm, weights_type, aggregation_process.next.type_signature.result.result.member
-  )
-
-  @tff.tensorflow.computation(client_work_type, extras_type, np.int32, np.int32)
-  def server_extra(client_work, extras_mean, num_clients, update_non_finite):
+  def for_model(client_work, model_weights):
     return collections.OrderedDict(
-      round_num=client_work['round_num'] + 1,
-      extra=algorithm.next_server_extra(
-        client_work['extra'], extras_mean, num_clients, update_non_finite
-      ),
+      round_num=client_work['round_num'],
+      extra=algorithm.server_extra_for_model(client_work['extra'], model_weights),
     )
 
-  @tff.tensorflow.computation
-  def one():
-    return tf.constant(1, tf.int32)
+  return client_work_init, round_inputs, next_fn, for_model
+
+
+def _model_weights_access(algorithm, state_type, for_model):
+  """The LearningProcess's `get_model_weights` and `set_model_weights` (which sets the extra
+  state for the new weights, as `client_work_init` does for x_0)."""
+
+  @tff.tensorflow.computation(state_type)
+  def get_model_weights(state):
+    return state.global_model_weights
+
+  @tff.tensorflow.computation(state_type, state_type.global_model_weights)
+  def set_model_weights(state, model_weights):
+    return tff.learning.templates.LearningAlgorithmState(
+      global_model_weights=model_weights,
+      distributor=state.distributor,
+      client_work=for_model(state.client_work, model_weights),
+      aggregator=state.aggregator,
+      finalizer=state.finalizer,
+    )
+
+  return get_model_weights, set_model_weights
+
+
+def _handwritten_init(algorithm, client_work_init, aggregation_process, init_optimizer):
+  """The hand-written route's `initialize`: x_0, its extra state, the aggregator's and the
+  server optimizer's initial states."""
 
   @tff.federated_computation
   def init_fn():
@@ -471,13 +511,25 @@ def _handwritten_process(
       )
     )
 
+  return init_fn
+
+
+def _handwritten_next(algorithm, init_fn, data_type, round_inputs, parts, clients_per_round):
+  """The hand-written route's `next`: broadcast x_t and the round's inputs, the clients'
+  computation, the aggregation, the server update, the extra state; gathered client states."""
+  client_update, aggregation_process, server_update, server_extra, metrics_aggregation = parts
+
+  @tff.tensorflow.computation
+  def one():
+    return tf.constant(1, tf.int32)
+
   @tff.federated_computation(
     init_fn.type_signature.result, tff.FederatedType(data_type, tff.CLIENTS)
   )
   def next_fn(state, client_data):
-    received = tff.federated_broadcast(tff.federated_map(broadcast, state.client_work))
+    received = tff.federated_broadcast(tff.federated_map(round_inputs, state.client_work))
     weights = tff.federated_broadcast(state.global_model_weights)
-    out, model_outputs = tff.federated_map(client_update, (weights, received, client_data))
+    out, model_outputs = tff.federated_map(client_update, (received, weights, client_data))
     aggregated = aggregation_process.next(state.aggregator, out.update, out.weight)
     num_clients = tff.federated_sum(tff.federated_eval(one, tff.CLIENTS))
     extras_mean = (
@@ -489,11 +541,7 @@ def _handwritten_process(
       server_update, (state.finalizer, state.global_model_weights, aggregated.result)
     )
     metrics = collections.OrderedDict(
-      client_work=tff.federated_zip(
-        collections.OrderedDict(
-          train=metrics_aggregation(model_outputs), client_stats=_summarize_stats(out.stats)
-        )
-      ),
+      client_work=_client_measurements(metrics_aggregation, model_outputs, out.stats),
       aggregator=aggregated.measurements,
       finalizer=tff.federated_zip(collections.OrderedDict(update_non_finite=non_finite)),
     )
@@ -514,26 +562,47 @@ def _handwritten_process(
       tff.federated_zip(new_state), tff.federated_zip(metrics)
     )
 
-  state_type = init_fn.type_signature.result.member
+  return next_fn
 
-  @tff.tensorflow.computation(state_type)
-  def get_model_weights(state):
-    return state.global_model_weights
 
-  @tff.tensorflow.computation(state_type, state_type.global_model_weights)
-  def set_model_weights(state, model_weights):
-    client_work = collections.OrderedDict(
-      round_num=state.client_work['round_num'],
-      extra=algorithm.server_extra_for_model(state.client_work['extra'], model_weights),
-    )
-    return tff.learning.templates.LearningAlgorithmState(
-      global_model_weights=model_weights,
-      distributor=state.distributor,
-      client_work=client_work,
-      aggregator=state.aggregator,
-      finalizer=state.finalizer,
-    )
+def _handwritten_process(
+  algorithm: algorithm_base.Algorithm,
+  clients_per_round: int | None,
+  client_data: str = SINGLE_ELEMENT,
+) -> tff.learning.templates.LearningProcess:
+  """The hand-written route, for algorithms with extra server state or client state: TFF's
+  `LearningProcess` has no per-client output (SCAFFOLD's new c_i) and its composition sets no
+  extra state from new model weights (AdaFedAdam's x_0 in `set_model_weights`). The parts are
+  the template route's: the same client computation (`_client_computation`), the algorithm's
+  aggregation factory and server update (the finalizer's rule).
+  """
+  if algorithm.stateful_clients and not clients_per_round:
+    raise ValueError(f'{algorithm.name} keeps client state: clients_per_round is required')
+  weights_type, _, finalizers = _model_types(algorithm)
+  data_type = _data_type(algorithm, client_data)
+  specs = tuple(tff.types.type_to_tf_tensor_specs(weights_type.trainable))
+  metrics_aggregation = tff.learning.metrics.sum_then_finalize(finalizers)
+  client_work_init, round_inputs, server_extra_fn, for_model = _extra_state(
+    algorithm, weights_type, specs
+  )
+  client_update = _client_computation(
+    algorithm, round_inputs.type_signature.result, weights_type, client_data, keeps_extra=False
+  )
+  out_type = client_update.type_signature.result[0]
+  aggregation_process = algorithm.aggregation.factory().create(
+    out_type['update'], tff.TensorType(np.float32)
+  )
+  init_optimizer, server_update = _server_update_fn(
+    algorithm, weights_type, aggregation_process.next.type_signature.result.result.member
+  )
+  server_extra = server_extra_fn(out_type['extras'])
 
+  parts = (client_update, aggregation_process, server_update, server_extra, metrics_aggregation)
+  init_fn = _handwritten_init(algorithm, client_work_init, aggregation_process, init_optimizer)
+  next_fn = _handwritten_next(algorithm, init_fn, data_type, round_inputs, parts, clients_per_round)
+  get_model_weights, set_model_weights = _model_weights_access(
+    algorithm, init_fn.type_signature.result.member, for_model
+  )
   return tff.learning.templates.LearningProcess(
     init_fn, next_fn, get_model_weights, set_model_weights
   )
@@ -563,8 +632,7 @@ def build_learning_process(
     client_data: SINGLE_ELEMENT or BATCHED.
   """
   _check_algorithm('build_learning_process', algorithm)
-  if client_data not in CLIENT_DATA:
-    raise ValueError(f'client_data must be one of {", ".join(CLIENT_DATA)}, got {client_data!r}')
+  _data_type(algorithm, client_data)  # checks client_data
   if algorithm.fits_templates:
     return _composed_process(algorithm, client_data)
   if client_data == BATCHED and algorithm.stateful_clients:

@@ -136,7 +136,12 @@ def check_supported(algorithm: algorithm_base.Algorithm) -> None:
 
 
 class VectorisedEngine(inprocess.InProcessEngine):
-  """A round's clients trained side by side (module docstring); the rest as `inprocess`."""
+  """A round's clients trained side by side (module docstring); the rest as `inprocess`.
+
+  Its round's parts, besides the in-process engine's (for `grid_cells`): `functional` (the
+  model's batched form), `schedule(splits, seeds)` (every client's steps and minibatches),
+  `client_losses`, `update_metrics` and `output_spec(broadcast)` (`client_result`'s structure).
+  """
 
   def __init__(
     self,
@@ -164,16 +169,16 @@ class VectorisedEngine(inprocess.InProcessEngine):
     self.chunk_size = chunk_size
     super().__init__(algorithm, device=device)
     keras_model, self._loss, self._metrics = _keras_parts(self._model)
-    self._functional = functional_model.FunctionalModel.from_keras(keras_model)
+    self.functional = functional_model.FunctionalModel.from_keras(keras_model)
     self._stepper = stacked_steps.build(algorithm.client.optimizer, algorithm.client_rule)
     with tf.Graph().as_default():  # the names of the client rule's statistics
-      params = tuple(tf.zeros([1, *s.shape], s.dtype) for s in self._specs)
-      state = self._stepper.init(params, self._specs, tf.constant(0.0), tf.constant(1))
+      params = tuple(tf.zeros([1, *s.shape], s.dtype) for s in self.specs)
+      state = self._stepper.init(params, self.specs, tf.constant(0.0), tf.constant(1))
       self._rule_statistics = tuple(self._stepper.statistics(state))
 
   # -- The round. ----------------------------------------------------------------------------
 
-  # The round's inputs are the in-process engine's (`_round_inputs`: the clients' examples
+  # The round's inputs are the in-process engine's (`round_inputs`: the clients' examples
   # concatenated, row offsets, seeds, stored client states and whether each had one), and so is
   # its compiled function (`_build_round_fn`).
 
@@ -182,7 +187,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     x_t = state['model']
     lr = tf.cast(alg.client_lr_schedule(state['client_round']), tf.float32)
     broadcast = alg.client_broadcast(state['extra'], state['client_round'])
-    self._reset_metrics()
+    self.reset_metrics()
     sizes = splits[1:] - splits[:-1]
     num_clients = tf.shape(sizes)[0]
     client_states = self._entry_states(states, present, broadcast)
@@ -214,16 +219,16 @@ class VectorisedEngine(inprocess.InProcessEngine):
         )
       )
 
-    spec = self._output_spec(broadcast)
-    carry, new_states = self._fold_clients(state, spec, num_clients, client_output)
-    return self._server_step(state, spec, num_clients, carry, new_states)
+    spec = self.output_spec(broadcast)
+    carry, new_states = self.fold_clients(state, spec, num_clients, client_output)
+    return self.server_step(state, spec, num_clients, carry, new_states)
 
-  def _output_spec(self, broadcast) -> algorithm_base.ClientOutput:
+  def output_spec(self, broadcast) -> algorithm_base.ClientOutput:
     """The structure of `client_result`'s output, traced once in a scratch graph."""
     alg = self.algorithm
     zeros = lambda s: tf.zeros(s.shape, s.dtype)
     with tf.Graph().as_default():
-      weights = tuple(zeros(s) for s in self._specs)
+      weights = tuple(zeros(s) for s in self.specs)
       out = alg.client_result(
         algorithm_base.LocalResult(
           update=weights,
@@ -251,7 +256,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     if means is None:
       return ()
     return tf.TensorSpec([], tf.int32), tuple(
-      tf.TensorSpec([means.count, *s.shape], s.dtype) for s in self._specs
+      tf.TensorSpec([means.count, *s.shape], s.dtype) for s in self.specs
     )
 
   def _client_epochs(self, seeds_: tf.Tensor) -> tf.Tensor:
@@ -269,7 +274,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     descending, ties in client order), so that a chunk's lock-step length is close to each of
     its clients' own; the results come back in client order either way.
     """
-    steps, schedule = self._schedule(splits, seeds_)
+    steps, schedule = self.schedule(splits, seeds_)
     starts, sizes = splits[:-1], splits[1:] - splits[:-1]
     num_clients = tf.shape(steps)[0]
     if self.chunk_size is None:
@@ -281,9 +286,9 @@ class VectorisedEngine(inprocess.InProcessEngine):
     chunk = self.chunk_size
     scalar = tf.TensorSpec([], tf.float32)
     per_client = (
-      self._specs,
+      self.specs,
       collections.OrderedDict(
-        (name, (scalar, self._specs if p.gradient else ()))
+        (name, (scalar, self.specs if p.gradient else ()))
         for name, p in self.algorithm.full_passes().items()
       ),
       collections.OrderedDict((name, scalar) for name in self._rule_statistics),
@@ -339,8 +344,8 @@ class VectorisedEngine(inprocess.InProcessEngine):
       batch = collections.OrderedDict((k, tf.gather(v, rows)) for k, v in features.items())
       with tf.GradientTape() as tape:
         tape.watch(params)
-        predictions = self._functional.apply(params, batch['x'], False, no_seeds)
-        losses = self._client_losses(batch['y'], predictions, valid, count)
+        predictions = self.functional.apply(params, batch['x'], False, no_seeds)
+        losses = self.client_losses(batch['y'], predictions, valid, count)
         weighted = losses * tf.cast(count, losses.dtype)
         total = tf.reduce_sum(weighted)
       if full_pass.gradient:
@@ -376,17 +381,17 @@ class VectorisedEngine(inprocess.InProcessEngine):
     x_shared = tuple(x_t.trainable)
     params = self._stack(x_shared, num_clients)
     stepper = self._stepper
-    opt_state = stepper.init(params, self._specs, lr, num_clients)
+    opt_state = stepper.init(params, self.specs, lr, num_clients)
     transforms = alg.transforms_gradient()
     collector = _EpochMeansCollector(
-      alg.epoch_means(), broadcast, sizes, steps, alg.client.batch_size, self._specs
+      alg.epoch_means(), broadcast, sizes, steps, alg.client.batch_size, self.specs
     )
 
     def gradients(params, batch, valid, count, step_seeds):
       with tf.GradientTape() as tape:
         tape.watch(params)
-        predictions = self._functional.apply(params, batch['x'], True, step_seeds)
-        losses = self._client_losses(batch['y'], predictions, valid, count)
+        predictions = self.functional.apply(params, batch['x'], True, step_seeds)
+        losses = self.client_losses(batch['y'], predictions, valid, count)
         total = tf.reduce_sum(losses)
       grads = tuple(tape.gradient(total, params))
       if transforms:  # elementwise: x_t and the broadcast broadcast over the stacked clients
@@ -404,7 +409,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
       if stepper.needs_previous_gradient:  # at x_{k-1}, same minibatch and dropout masks
         previous = gradients(stepper.previous_point(opt_state), batch, valid, count, step_seeds)[2]
       opt_state, params = stepper.step(opt_state, params, grads, losses, previous, active)
-      self._update_metrics(batch['y'], predictions, losses, valid, count, active)
+      self.update_metrics(batch['y'], predictions, losses, valid, count, active)
       params = tuple(params)
       return s + 1, params, opt_state, collector.add(sums, s, params)
 
@@ -417,7 +422,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     statistics = collections.OrderedDict(stepper.statistics(opt_state))
     return updates, passes, statistics, collector.result(sums)
 
-  def _schedule(self, splits, seeds_):
+  def schedule(self, splits, seeds_):
     """K_i and every client's minibatches: (steps [K], (row of the concatenated examples [K, S,
     B], valid [K, S, B])), S = max K_i. Step s of client i visits epoch e = s // ceil(n_i / B) of its
     permutation, positions b B .. min(b B + B, n_i) - 1 for b = s mod ceil(n_i / B)."""
@@ -446,7 +451,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     idx = tf.gather_nd(perms, tf.stack([clients, epochs, position], axis=-1))
     return steps, (tf.where(valid, idx + splits[:-1, None, None], 0), valid)
 
-  def _client_losses(self, y, predictions, valid, count):
+  def client_losses(self, y, predictions, valid, count):
     """Each client's minibatch loss [K], reduced as the task's loss reduces a minibatch."""
     per_element = self._loss.call(y, predictions)  # [K, B, ...]
     mask = tf.cast(valid, per_element.dtype)
@@ -461,7 +466,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     )
     return tf.math.divide_no_nan(summed, elements)
 
-  def _update_metrics(self, y, predictions, losses, valid, count, active):
+  def update_metrics(self, y, predictions, losses, valid, count, active):
     """The workspace model's training metrics, as the sequential minibatch updates leave them."""
     for metric in self._metrics:
       if metric.name == 'loss':  # TFF's size-weighted mean of minibatch losses

@@ -48,6 +48,7 @@ import tensorflow_federated as tff
 from tff_adaptive import runtime
 from tff_adaptive.core import seeds
 from tff_adaptive.engines import base as engine_base
+from tff_adaptive.engines import grid_cells
 from tff_adaptive.loop import client_states
 from tff_adaptive.loop import evaluation
 from tff_adaptive.loop import metrics_release
@@ -630,11 +631,10 @@ def run_cells(
       group = [k for k in live if runs[k].round + 1 == round_num]
       started = time.perf_counter()
       sampled = sampler(round_num)
-      outcomes = engine.next(
-        [run.state for run in runs],
-        runs[group[0]].clients(round_num, sampled),
-        [k in group for k in range(len(runs))],
+      cells = grid_cells.CellsState(
+        tuple(run.state for run in runs), tuple(k in group for k in range(len(runs)))
       )
+      outcomes = engine.next(cells, runs[group[0]].clients(round_num, sampled)).cells
       seconds = (time.perf_counter() - started) / len(group)  # the round's time, shared
       for k in group:
         run = runs[k]

@@ -303,7 +303,7 @@ class EpsilonByRound:
     account.compose(self.one_round.event())
     # dp_accounting 0.4 keeps the composed RDP per order in `_rdp` (no public reader).
     self._orders = list(orders)
-    self._rdp_one = np.array(account._rdp, dtype=np.float64)  # pylint: disable=protected-access
+    self._rdp_one = np.array(account._rdp, dtype=np.float64)  # noqa: SLF001  (no public reader)
 
   def epsilon(self, rounds: int) -> float:
     """epsilon at `delta` after `rounds` (>= 1) rounds."""

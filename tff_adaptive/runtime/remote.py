@@ -296,12 +296,12 @@ class _ThreadedContext(tff.framework.AsyncContext):
   async def invoke(self, comp, arg):
     if asyncio.iscoroutine(arg):
       arg = await arg
-    self._execution._call_started()  # pylint: disable=protected-access
+    self._execution.call_started()
     # The call counts as in flight until its thread returns, even after a timeout gave up on
     # it; the worker is then lost: `RemoteExecution` closes its channel (which ends the call)
     # without asking it to free its executors, which would wait on it too.
     call = self._pool.submit(self._context.invoke, comp, arg)
-    call.add_done_callback(lambda _: self._execution._call_ended())  # pylint: disable=protected-access
+    call.add_done_callback(lambda _: self._execution.call_ended())
     result = asyncio.wrap_future(call)
     try:
       return await asyncio.wait_for(asyncio.shield(result), self._timeout_s)
@@ -355,7 +355,9 @@ async def _run_in_worker_order(form, parts, contexts):
   if _all_equal(result_type):  # the same on every share: computed once
     return await after_merge(parts[0], contexts[0])
   results = await asyncio.gather(*(after_merge(p, c) for p, c in zip(parts, contexts)))
-  return _merge_context._repackage_partitioned_values(results, result_type_spec=result_type)  # pylint: disable=protected-access
+  return _merge_context._repackage_partitioned_values(  # noqa: SLF001  (TFF has no public one)
+    results, result_type_spec=result_type
+  )
 
 
 class _WorkerOrderMergeContext(tff.framework.MergeableCompExecutionContext):
@@ -462,12 +464,12 @@ class RemoteExecution:
       transform_result=tff.tensorflow.transform_result,
     )
 
-  def _call_started(self) -> None:
+  def call_started(self) -> None:
     with self._calls_done:
       self._calls += 1
       self.calls_made += 1
 
-  def _call_ended(self) -> None:
+  def call_ended(self) -> None:
     with self._calls_done:
       self._calls -= 1
       self._calls_done.notify_all()
