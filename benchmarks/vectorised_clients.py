@@ -34,7 +34,8 @@ from tff_adaptive import engines
 from tff_adaptive import optimizers
 from tff_adaptive import tasks
 from tff_adaptive.core import seeds
-from tff_adaptive.engines import config as engine_config
+from tff_adaptive.algorithms import config as algorithm_config
+from tff_adaptive.optimizers import config as optimizer_config
 from tff_adaptive.loop import sampling
 from tff_adaptive.optimizers import schedules
 
@@ -48,10 +49,10 @@ _EPOCHS = flags.DEFINE_integer(
 _ROUNDS = flags.DEFINE_integer('rounds', 10, 'Timed rounds per engine.')
 _CHUNKS = flags.DEFINE_list('chunks', ['0', '5', '10', '25'], 'Vectorised chunk sizes; 0 = all.')
 _ALGORITHM = flags.DEFINE_enum(
-  'algorithm', 'fedopt', engine_config.VECTORISED_ALGORITHMS, 'Algorithm (server SGD at 1).'
+  'algorithm', 'fedopt', list(algorithm_config.ALGORITHMS), 'Algorithm (server SGD at 1).'
 )
 _CLIENT_OPTIMIZER = flags.DEFINE_enum(
-  'client_optimizer', 'sgd', engine_config.VECTORISED_CLIENT_OPTIMIZERS, 'Client optimizer.'
+  'client_optimizer', 'sgd', list(optimizer_config.CLIENT_OPTIMIZERS), 'Client optimizer.'
 )
 
 

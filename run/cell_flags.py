@@ -4,16 +4,15 @@ A module of its own, defining no absl flags, so that drivers with flags of their
 (`reproductions.cell_runner`) can group cells by it without importing `run.flags`.
 """
 
+from tff_adaptive import settings
+from tff_adaptive.optimizers import config as optimizer_config
+
 # What grid cells may set differently from one another: the client learning rate and the
-# server optimizer with its hyperparameters; everything else is one computation's.
-CELL_FLAGS = (
-  'client_learning_rate',
-  'server_optimizer',
-  'server_learning_rate',
-  'server_momentum',
-  'tau',
-  'server_beta_1',
-  'server_beta_2',
-  'initial_accumulator_value',
-  'adaptive_variant',
+# server optimizer with its hyperparameters (their settings say so); everything else is one
+# computation's.
+CELL_FLAGS = tuple(
+  found.flag
+  for cls in (optimizer_config.ClientOptimizerConfig, optimizer_config.ServerOptimizerConfig)
+  for _, found in settings.declared(cls)
+  if found.cells
 )

@@ -7,6 +7,13 @@ No TensorFlow: the trainer builds these from its flags before it imports TensorF
 from collections.abc import Mapping
 import dataclasses
 
+from tff_adaptive import settings
+
+_SECTION = 'Task and data'  # the --help section of the task's flags
+# Options added after runs were recorded: hparams.json holds them only when set off their
+# default, so that the records of runs from before them stand.
+RECORDED_IF_SET = ('examples_per_client', 'synthetic_iid', 'synthetic_generator')
+
 
 @dataclasses.dataclass(frozen=True)
 class TaskDefaults:
@@ -47,12 +54,70 @@ class TaskConfig:
   """
 
   name: str
-  data_dir: str | None = None
+  data_dir: str | None = settings.setting(
+    None,
+    'data_dir',
+    "Directory with the task's data files (default: the task's own location, e.g. the Debian "
+    'package for fmnist).',
+    section=_SECTION,
+  )
   seed: int = 0
-  dirichlet_alpha: float = 0.1
-  synthetic_alpha: float = 1.0
-  synthetic_beta: float = 1.0
-  synthetic_iid: bool = False
-  synthetic_generator: str = 'fedprox'
-  num_clients: int | None = None
-  examples_per_client: int | None = None
+  dirichlet_alpha: float = settings.setting(
+    0.1,
+    'dirichlet_alpha',
+    'Dirichlet label-skew concentration (fmnist).',
+    section=_SECTION,
+    check=settings.positive,
+    always=True,
+  )
+  synthetic_alpha: float = settings.setting(
+    1.0,
+    'synthetic_alpha',
+    'LEAF Synthetic alpha (synthetic).',
+    section=_SECTION,
+    check=settings.nonnegative,
+    always=True,
+  )
+  synthetic_beta: float = settings.setting(
+    1.0,
+    'synthetic_beta',
+    'LEAF Synthetic beta (synthetic).',
+    section=_SECTION,
+    check=settings.nonnegative,
+    always=True,
+  )
+  synthetic_iid: bool = settings.setting(
+    False,
+    'synthetic_iid',
+    'Synthetic IID (synthetic): one labelling model W, b for every client, features '
+    'N(B_k, Sigma) with B_k ~ N(0, --synthetic_beta); --synthetic_alpha is not used.',
+    section=_SECTION,
+  )
+  synthetic_generator: str = settings.setting(
+    'fedprox',
+    'synthetic_generator',
+    "Synthetic data's generator (synthetic): fedprox (Li et al.'s Synthetic(alpha, beta), or IID "
+    "with --synthetic_iid), leaf (LEAF's own: one labelling direction scaled per client; as its "
+    "paper states the model) or leaf_code (as LEAF's code labels: softmax over each class's "
+    'examples). The leaf generators read none of --synthetic_alpha/beta/iid.',
+    section=_SECTION,
+    choices=('fedprox', 'leaf', 'leaf_code'),
+    kind='enum',
+  )
+  num_clients: int | None = settings.setting(
+    None,
+    'num_clients',
+    "Population size of generated/partitioned tasks (default: task's).",
+    section=_SECTION,
+    check=settings.positive,
+    always=True,
+  )
+  examples_per_client: int | None = settings.setting(
+    None,
+    'examples_per_client',
+    "Examples per client of a partitioned task (fmnist; default: task's), 80% of them for "
+    'training; num_clients x examples_per_client must fit the dataset (60,000 for fmnist).',
+    section=_SECTION,
+    check=settings.positive,
+    always=True,
+  )

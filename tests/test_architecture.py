@@ -30,7 +30,13 @@ PACKAGES = {
 }
 FLOORS = (
   ('tff_adaptive.commands',),
-  ('tff_adaptive.registry', 'tff_adaptive.core', 'tff_adaptive.datasets', 'tff_adaptive.runtime'),
+  (
+    'tff_adaptive.registry',
+    'tff_adaptive.settings',
+    'tff_adaptive.core',
+    'tff_adaptive.datasets',
+    'tff_adaptive.runtime',
+  ),
   (
     'tff_adaptive.optimizers',
     'tff_adaptive.aggregators',

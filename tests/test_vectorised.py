@@ -498,19 +498,20 @@ def test_engine_options_reach_it():
   assert isinstance(engine, vectorised.VectorisedEngine) and engine.chunk_size == 5
   with pytest.raises(ValueError, match='chunk_size must be a positive integer'):
     vectorised.VectorisedEngine(algorithm, chunk_size=0)
-  assert sorted(engines.ENGINES) == ['inprocess', 'tff', 'vectorised']
+  assert sorted(engines.ENGINES) == ['grid_cells', 'inprocess', 'tff', 'vectorised']
   # Every registered client optimizer has a stacked form; a new one is refused until it has.
-  assert set(engine_config.VECTORISED_CLIENT_OPTIMIZERS) == set(client_optimizers.CLIENT_OPTIMIZERS)
+  entries = client_optimizers.CLIENT_OPTIMIZERS
+  assert all(entry.stacked is not None for entry in entries.values())
   assert engine_config.vectorised_refusal('fedopt', 'lamb') == (
     "client optimizer 'lamb' is not batched yet (supported: sgd, sgdm, adam, adagrad, sps, "
     'delta_sgd); use --engine=inprocess'
   )
   # So has every registered algorithm (FedPA's samples as `Algorithm.epoch_means`); a new one
   # is refused by name until it has.
-  assert set(engine_config.VECTORISED_ALGORITHMS) == set(algorithms.ALGORITHMS)
+  assert all(engine_config.vectorised_refusal(n, 'sgd') is None for n in algorithms.ALGORITHMS)
   assert engine_config.vectorised_refusal('fedlamb', 'sgd') == (
-    "algorithm 'fedlamb' is not batched yet (supported: fedopt, fedprox, fednova, qfedavg, "
-    'adafedadam, scaffold, fedpa); use --engine=inprocess'
+    "algorithm 'fedlamb' is not batched yet (supported: fedopt, scaffold, fedpa, fedprox, "
+    'fednova, qfedavg, adafedadam); use --engine=inprocess'
   )
   # A client update written as a whole (not the three parts) is refused whatever its name.
   own = copy.copy(algorithm)

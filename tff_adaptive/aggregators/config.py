@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from tff_adaptive import registry
+from tff_adaptive import settings
 
 NO_COMPRESSION = 'none'
 COMPRESSIONS: registry.Registry[str] = registry.Registry(
@@ -31,9 +32,25 @@ class CompressionConfig:
     threshold: tensors of at most this many values are sent as float32 ('uniform').
   """
 
-  name: str = NO_COMPRESSION
-  bits: int = 8
-  threshold: int = 0
+  name: str = settings.setting(
+    NO_COMPRESSION,
+    'compression',
+    "Clients' uploads: none (float32) or uniform (each tensor of more than "
+    '--compression_threshold values stochastically quantised to --compression_bits between its '
+    'min and max, Suresh et al. 2017; metrics.csv gets compression_bits_per_client). Not with '
+    '--dp; not for scaffold, fednova, adafedadam.',
+    section='Compression',
+  )
+  bits: int = settings.setting(
+    8, 'compression_bits', '--compression=uniform: bits per value, 1..16.', section='Compression'
+  )
+  threshold: int = settings.setting(
+    0,
+    'compression_threshold',
+    '--compression=uniform: tensors of at most this many values are sent as float32 (TFF '
+    'compression_aggregator: 20000).',
+    section='Compression',
+  )
 
   def __post_init__(self):
     if self.name not in COMPRESSIONS:

@@ -6,24 +6,21 @@
 * `adafedadam`: AdaFedAdam (Ju et al.), certainty-weighted alpha-fair aggregation into AdaAdam;
 * the fair-FL baselines of Ju et al.: `fedprox` (Li et al. 2020, the proximal gradient with
   the right sign), `fednova` (Wang et al. 2020), `qfedavg` (q-FFL, Li et al. 2020);
-* `config` (no TensorFlow): `ALGORITHMS`, which maps the trainer's `--algorithm` names to
-  builders taking `AlgorithmInputs`, and every algorithm's hyperparameters and checks.
+* `config` (no TensorFlow): `ALGORITHMS`, one `AlgorithmEntry` per algorithm (its builder,
+  hyperparameters with their flags, what it supports), `AlgorithmInputs`, `build_algorithm`.
 
 The names below are loaded on first use (`registry.lazy_exports`): importing this package, or its
 `config`, imports no TensorFlow.
 """
 
 from tff_adaptive import registry
+from tff_adaptive.algorithms import config as _config  # no TensorFlow
 
 __all__ = [
   'ALGORITHMS',
   'AdaFedAdamHParams',
   'FedProxHParams',
   'QFedAvgHParams',
-  'build_adafedadam',
-  'build_fednova',
-  'build_fedprox',
-  'build_qfedavg',
   'CLIENT_WEIGHTINGS',
   'Algorithm',
   'AlgorithmInputs',
@@ -34,9 +31,7 @@ __all__ = [
   'ClientTrainingConfig',
   'FedPAHParams',
   'build_algorithm',
-  'build_fedopt',
-  'build_fedpa',
-  'build_scaffold',
+  *_config.builder_exports(),  # build_<name> of every registered algorithm
 ]
 
 __getattr__, __dir__ = registry.lazy_exports(
@@ -57,9 +52,6 @@ __getattr__, __dir__ = registry.lazy_exports(
       'config',
     ),
     **dict.fromkeys(('Algorithm', 'ClientOutput', 'Evaluation', 'FullPass', 'LocalResult'), 'base'),
-    **{
-      f'build_{name}': name
-      for name in ('adafedadam', 'fednova', 'fedopt', 'fedpa', 'fedprox', 'qfedavg', 'scaffold')
-    },
+    **_config.builder_exports(),
   },
 )

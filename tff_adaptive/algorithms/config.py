@@ -1,14 +1,16 @@
-"""The algorithms' names, hyperparameters and checks: everything but the TensorFlow code.
+"""The algorithms as entries that describe themselves: everything but the TensorFlow code.
 
-What the trainer needs to check its flags before it imports TensorFlow and TFF: the registry
-`ALGORITHMS` (its builders are `registry.Lazy` references to each module's `build_*`, imported
-on first build) and `AlgorithmInputs`; local training (`ClientTrainingConfig`,
-`CLIENT_WEIGHTINGS`); each algorithm's hyperparameters with their validation (`FedPAHParams`,
-`SOLVERS`, `SHRINKAGE_FORMS` and `check_shrinkage` of `fedpa_math`; `FedProxHParams`;
-`QFedAvgHParams`; `AdaFedAdamHParams` and its `ADAFEDADAM_WEIGHTINGS` / `CERTAINTY_FLOORS`) and
-FedNova's client optimizers. The TensorFlow modules re-export these under their own names
-(`algorithms.fedpa.FedPAHParams`, `algorithms.adafedadam.WEIGHTINGS`,
-`algorithms.fednova.CLIENT_OPTIMIZERS`, ...).
+One `AlgorithmEntry` per algorithm in `ALGORITHMS`, the one place that says what it is: its
+builder (a `registry.Lazy` reference to the module's `build_<name>`, imported on first build),
+its hyperparameter dataclass (whose fields declare their trainer flags: `settings`), and what it
+supports (the server optimizer it needs, the client optimizers it can run, DP and compression
+or the reason not, the vectorised engine, its checks against the run's other settings). The
+trainer's flags, `AlgorithmInputs`, the engines' and aggregations' refusals all read these
+entries; none of them names an algorithm. Also here: local training (`ClientTrainingConfig`,
+`CLIENT_WEIGHTINGS`) and each algorithm's hyperparameters with their validation
+(`FedPAHParams`, `SOLVERS`, `SHRINKAGE_FORMS`, `check_shrinkage`; `FedProxHParams`;
+`QFedAvgHParams`; `AdaFedAdamHParams` and `ADAFEDADAM_WEIGHTINGS`), re-exported by the
+TensorFlow modules under their own names (`algorithms.fedpa.FedPAHParams`, ...).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 from tff_adaptive import registry
+from tff_adaptive import settings
 from tff_adaptive.core import validation
 from tff_adaptive.optimizers import config as optimizer_config
 from tff_adaptive.optimizers.config import CERTAINTY_FLOORS
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 EXAMPLE_WEIGHTING = 'example'
 UNIFORM_WEIGHTING = 'uniform'
 CLIENT_WEIGHTINGS = (EXAMPLE_WEIGHTING, UNIFORM_WEIGHTING)
+_CLIENT = 'Client training'  # the --help section of local training's flags
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,11 +57,34 @@ class ClientTrainingConfig:
   """
 
   optimizer: optimizer_config.ClientOptimizerConfig = optimizer_config.ClientOptimizerConfig()
-  epochs: int = 1
-  batch_size: int = 20
+  epochs: int = settings.setting(
+    1, 'client_epochs_per_round', 'Local epochs E.', section=_CLIENT, check=settings.positive
+  )
+  batch_size: int = settings.setting(
+    20,
+    'client_batch_size',
+    "Local batch size B (default: task's).",
+    section=_CLIENT,
+    check=settings.positive,
+    flag_default=None,
+  )
   lr_schedule: optimizer_config.ScheduleConfig = optimizer_config.ScheduleConfig()
-  weighting: str = EXAMPLE_WEIGHTING
-  max_epochs: int | None = None
+  weighting: str = settings.setting(
+    EXAMPLE_WEIGHTING,
+    'client_weighting',
+    'Aggregation weight of a client: example (n_i, FedAvg) or uniform (1, the plain average of '
+    'Kim et al. 2024).',
+    section='Algorithm',
+    choices=CLIENT_WEIGHTINGS,
+  )
+  max_epochs: int | None = settings.setting(
+    None,
+    'client_epochs_max',
+    'Resource heterogeneity (Ju et al. Table 1): each client runs E ~ U{client_epochs_per_round, '
+    '..., client_epochs_max} epochs per round, drawn from (seed, round, client).',
+    section=_CLIENT,
+    check=settings.positive,
+  )
 
   def __post_init__(self):
     validation.check_int('client epochs', self.epochs, 1)
@@ -88,6 +115,8 @@ SHRINKAGE_FORMS = (PAPER, CONVEX)
 DP = 'dp'
 EXACT = 'exact'
 SOLVERS = (DP, EXACT)
+_FEDPA = 'FedPA (Al-Shedivat et al. 2021)'  # the --help section of FedPA's flags
+_FAIR = 'AdaFedAdam and its baselines (Ju et al.)'
 
 
 def check_shrinkage(shrinkage: float, form: str) -> None:
@@ -122,11 +151,43 @@ class FedPAHParams:
       O(d^2) memory, O(d^3) time; for checks and the overhead benchmark on small models).
   """
 
-  burnin_rounds: int = 0
-  burnin_epochs: int = 1
-  shrinkage: float = 0.01
-  shrinkage_form: str = PAPER
-  solver: str = DP
+  burnin_rounds: int = settings.setting(
+    0,
+    'fedpa_burnin_rounds',
+    'FedPA: rounds whose clients send FedAvg deltas before posterior-averaged ones (< '
+    'total_rounds).',
+    section=_FEDPA,
+  )
+  burnin_epochs: int = settings.setting(
+    1,
+    'fedpa_burnin_epochs',
+    'FedPA: local IASG burn-in epochs per round; each later epoch gives one posterior sample '
+    "(l = client_epochs_per_round - fedpa_burnin_epochs >= 1). Default: 1 (the authors' code), or "
+    '0 when --client_epochs_per_round=1.',
+    section=_FEDPA,
+    flag_default=None,
+  )
+  shrinkage: float = settings.setting(
+    0.01,
+    'fedpa_shrinkage',
+    'FedPA shrinkage rho (form paper: >= 0, rho_l = 1/(1+(l-1) rho); form convex: (0, 1]).',
+    section=_FEDPA,
+  )
+  shrinkage_form: str = settings.setting(
+    PAPER,
+    'fedpa_shrinkage_form',
+    'FedPA shrinkage parametrisation: paper (Theorem 3, Table 6 values) or convex '
+    '(Sigma = rho I + (1 - rho) S).',
+    section=_FEDPA,
+    choices=SHRINKAGE_FORMS,
+  )
+  solver: str = settings.setting(
+    DP,
+    'fedpa_solver',
+    'FedPA delta: dp (App. C, O(l^2 d)) or exact (d x d solve, small models).',
+    section=_FEDPA,
+    choices=SOLVERS,
+  )
 
   def __post_init__(self):
     validation.check_int('fedpa burnin_rounds', self.burnin_rounds, 0)
@@ -148,7 +209,13 @@ class FedPAHParams:
 class FedProxHParams:
   """mu >= 0 (0: FedAvg)."""
 
-  mu: float = 0.01
+  mu: float = settings.setting(
+    0.01,
+    'fedprox_mu',
+    'FedProx proximal strength mu (>= 0; 0 is FedAvg).',
+    section=_FAIR,
+    check=settings.nonnegative,
+  )
 
   def __post_init__(self):
     validation.check_nonnegative('FedProx mu', self.mu)
@@ -158,7 +225,13 @@ class FedProxHParams:
 class QFedAvgHParams:
   """q >= 0 (0: FedAvg with uniform weights)."""
 
-  q: float = 1.0
+  q: float = settings.setting(
+    1.0,
+    'qfedavg_q',
+    'q-FedAvg fairness q (>= 0; 0 is uniform FedAvg).',
+    section=_FAIR,
+    check=settings.nonnegative,
+  )
 
   def __post_init__(self):
     validation.check_nonnegative('q-FedAvg q', self.q)
@@ -182,10 +255,38 @@ class AdaFedAdamHParams:
     certainty_floor: 'zero' (C <= 0 applied as 0) or 'none' (as the authors' code).
   """
 
-  alpha: float = 1.0
-  gradient_examples: int | None = None
-  weighting: str = 'paper'
-  certainty_floor: str = 'zero'
+  alpha: float = settings.setting(
+    1.0,
+    'fairness_alpha',
+    'AdaFedAdam fairness exponent alpha (>= 0): weights p_k I_k^alpha.',
+    section=_FAIR,
+    check=settings.nonnegative,
+  )
+  gradient_examples: int | None = settings.setting(
+    None,
+    'adafedadam_gradient_examples',
+    "AdaFedAdam: F_k and grad F_k over at most this many local examples (default all; authors' "
+    'code 512).',
+    section=_FAIR,
+    check=settings.positive,
+    always=True,
+  )
+  weighting: str = settings.setting(
+    'paper',
+    'adafedadam_weighting',
+    "AdaFedAdam aggregation weight: paper (p_k (F_k(x_t)/F_k(x_0))^alpha) or loss (the authors' "
+    'code: p_k F_k(x_t)^alpha).',
+    section=_FAIR,
+    choices=ADAFEDADAM_WEIGHTINGS,
+  )
+  certainty_floor: str = settings.setting(
+    'zero',
+    'adafedadam_certainty_floor',
+    'AdaFedAdam when the aggregate certainty C <= 0: zero (no server step, AdaAdam state kept) '
+    "or none (applied as it is, the authors' code; a non-finite step stops the run).",
+    section=_FAIR,
+    choices=CERTAINTY_FLOORS,
+  )
 
   def __post_init__(self):
     validation.check_nonnegative('fairness alpha', self.alpha)
@@ -200,52 +301,77 @@ class AdaFedAdamHParams:
 
 
 # -------------------------------------------------------------------------------------------
-# Differential privacy (`aggregators.dp_mean`, the trainer's --dp).
-
-# The algorithms that refuse a differentially private aggregation, and why. The others send one
-# model-shaped value per client and read nothing else from it at the server, so clipping that
-# value bounds a client's influence on the round's release (their docstrings say what is
-# clipped): fedopt and fedprox (u_i = x_t - x_i), fedpa (the posterior delta).
-DP_REFUSALS = {
-  'scaffold': "its clients' control-variate changes Delta c_i carry their data too and would "
-  'reach the server unclipped and without noise',
-  'fednova': "its clients' step counts a_i (which grow with their data) scale the update "
-  'through tau_eff unclipped and without noise',
-  'qfedavg': "its aggregation weights and normaliser are functions of the clients' losses, "
-  'which have no bound: no sensitivity to clip to',
-  'adafedadam': 'its aggregation weights p_k I_k^alpha and certainties C_k are functions of the '
-  "clients' losses, which have no bound: no sensitivity to clip to",
-}
-
-
-def dp_refusal(name: str) -> str | None:
-  """Why algorithm `name` cannot run with a DP aggregation, as one line; None if it can."""
-  reason = DP_REFUSALS.get(name)
-  return None if reason is None else f'algorithm {name!r} cannot run under DP: {reason}'
-
-
-# The algorithms that refuse a compressed aggregation (`aggregators.quantized_mean`), and why.
-COMPRESSION_REFUSALS = {
-  'scaffold': 'its clients also upload Delta c_i, as large as the update, which would stay '
-  'float32 (and the bits per client would not count it)',
-  'fednova': 'its aggregation is its own (the normalised mean of d_i and a_i), not a weighted '
-  'mean of updates to compress',
-  'adafedadam': 'its aggregation is its own (the certainty-weighted mean of U_k and C_k), not a '
-  'weighted mean of updates to compress',
-}
-
-
-def compression_refusal(name: str) -> str | None:
-  """Why algorithm `name` cannot run with a compressed aggregation, as one line; None if it can."""
-  reason = COMPRESSION_REFUSALS.get(name)
-  return None if reason is None else f'algorithm {name!r} cannot compress its updates: {reason}'
-
-
-# -------------------------------------------------------------------------------------------
 # The registry.
 
 
 @dataclasses.dataclass(frozen=True)
+class RunContext:
+  """What an algorithm's checks may read of the run besides its own hyperparameters.
+
+  Attributes:
+    total_rounds: the rounds the run trains.
+    client_epochs: E, local epochs per round.
+    client_epochs_max: resource heterogeneity's largest E (None: every client runs E).
+  """
+
+  total_rounds: int
+  client_epochs: int
+  client_epochs_max: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmEntry:
+  """A registered algorithm: how it is built and what it supports (module docstring).
+
+  Attributes:
+    build: its `build_<name>(model_fn, client, server_optimizer, [num_clients,] [<name>=hparams,]
+      **common)`, a `registry.Lazy` reference.
+    hparams: its hyperparameter dataclass (passed to the builder as the keyword of its name);
+      its fields declare their trainer flags (`settings`). None: it has none.
+    takes_num_clients: the builder takes the population size N (SCAFFOLD's control variates).
+    hparams_from_flags: (the flag values of `hparams`' fields, RunContext) -> hparams, for
+      settings whose defaults or checks read the run (FedPA's burn-in); None: the dataclass of
+      the values.
+    check: RunContext -> None, raising a one-line ValueError (in flag terms) when the run's
+      other settings cannot go with the algorithm; None: none.
+    server_optimizer: the only server optimizer it steps with (and then its default); None: any.
+    server_reason: why, completing `--algorithm=<name> <server_reason>: valid --server_optimizer`.
+    client_optimizers: (name, client optimizer entry) -> whether it can run under the algorithm;
+      None: every one.
+    client_reason: why not, with '{valid}' the client optimizers that can.
+    dp_refusal: why a differentially private aggregation cannot run under it (one line); None:
+      it can (the one value it sends is clipped).
+    compression_refusal: why its updates cannot be compressed; None: they can.
+  """
+
+  build: registry.Lazy
+  hparams: type | None = None
+  takes_num_clients: bool = False
+  hparams_from_flags: Callable[[dict[str, Any], RunContext], Any] | None = None
+  check: Callable[[RunContext], None] | None = None
+  server_optimizer: str | None = None
+  server_reason: str = ''
+  client_optimizers: Callable[[str, Any], bool] | None = None
+  client_reason: str = ''
+  dp_refusal: str | None = None
+  compression_refusal: str | None = None
+
+  @property
+  def module(self) -> str:
+    """The module that defines it, relative to `tff_adaptive.algorithms`."""
+    return self.build.target.partition(':')[0].rpartition('.')[2]
+
+  def client_refusal(self, name: str) -> str | None:
+    """Why client optimizer `name` cannot run under the algorithm; None if it can."""
+    if self.client_optimizers is None:
+      return None
+    entries = optimizer_config.CLIENT_OPTIMIZERS
+    if self.client_optimizers(name, entries[name]):
+      return None
+    valid = ', '.join(n for n, e in entries.items() if self.client_optimizers(n, e))
+    return self.client_reason.format(valid=valid)
+
+
 class AlgorithmInputs:
   """Everything the trainer knows when it builds an algorithm.
 
@@ -256,23 +382,36 @@ class AlgorithmInputs:
     server_learning_rate: eta at round 0 (for the server schedule).
     server_lr_schedule: the server learning-rate schedule.
     num_clients: N, the training population.
-    fedpa: FedPA's hyperparameters (read by 'fedpa' only).
-    fedprox, qfedavg, adafedadam: those algorithms' hyperparameters (read by each only).
     aggregation: an `aggregators.UpdateAggregation` replacing the algorithm's own (e.g.
       `aggregators.dp_mean(...)`); None keeps the algorithm's.
+    hparams: algorithm name -> its hyperparameters (keywords of the constructor, e.g.
+      `fedpa=FedPAHParams(...)`); an algorithm without an entry here gets its defaults.
   """
 
-  model_fn: Callable[[], tff.learning.models.VariableModel]
-  client: ClientTrainingConfig
-  server_optimizer: tff.learning.optimizers.Optimizer
-  server_learning_rate: float
-  server_lr_schedule: optimizer_config.ScheduleConfig
-  num_clients: int
-  fedpa: FedPAHParams = FedPAHParams()
-  fedprox: FedProxHParams = FedProxHParams()
-  qfedavg: QFedAvgHParams = QFedAvgHParams()
-  adafedadam: AdaFedAdamHParams = AdaFedAdamHParams()
-  aggregation: Any = None
+  def __init__(
+    self,
+    model_fn: Callable[[], tff.learning.models.VariableModel],
+    client: ClientTrainingConfig,
+    server_optimizer: tff.learning.optimizers.Optimizer,
+    server_learning_rate: float,
+    server_lr_schedule: optimizer_config.ScheduleConfig,
+    num_clients: int,
+    aggregation: Any = None,
+    **hparams: Any,
+  ):
+    for name, value in hparams.items():
+      entry = ALGORITHMS[name]
+      if entry.hparams is None or not isinstance(value, entry.hparams):
+        expected = entry.hparams.__name__ if entry.hparams else 'no hyperparameters'
+        raise TypeError(f'AlgorithmInputs: {name}= expects {expected}, got {value!r}')
+    self.model_fn = model_fn
+    self.client = client
+    self.server_optimizer = server_optimizer
+    self.server_learning_rate = server_learning_rate
+    self.server_lr_schedule = server_lr_schedule
+    self.num_clients = num_clients
+    self.aggregation = aggregation
+    self.hparams = dict(hparams)
 
   def common(self) -> dict:
     out = dict(
@@ -288,38 +427,143 @@ def _builder(name: str) -> registry.Lazy:
   return registry.Lazy(f'tff_adaptive.algorithms.{name}:build_{name}')
 
 
-_FEDOPT = _builder('fedopt')
-_SCAFFOLD = _builder('scaffold')
-_FEDPA = _builder('fedpa')
-_FEDPROX = _builder('fedprox')
-_FEDNOVA = _builder('fednova')
-_QFEDAVG = _builder('qfedavg')
-_ADAFEDADAM = _builder('adafedadam')
-# name -> AlgorithmInputs -> `base.Algorithm`.
-ALGORITHMS: registry.Registry[Callable[[AlgorithmInputs], Any]] = registry.Registry(
+def _fedpa_from_flags(values: dict[str, Any], run: RunContext) -> FedPAHParams:
+  """FedPA's hyperparameters from their flags, the burn-in checked against the run."""
+  # One burn-in epoch, as the authors' code (the paper's Table 6 does not print it); with one
+  # epoch per round that would leave no sample, so the default then samples from the start.
+  burnin_rounds = values['fedpa_burnin_rounds']
+  burnin_epochs = values['fedpa_burnin_epochs']
+  burnin_epochs = min(1, run.client_epochs - 1) if burnin_epochs is None else burnin_epochs
+  for name, value in (
+    ('fedpa_burnin_rounds', burnin_rounds),
+    ('fedpa_burnin_epochs', burnin_epochs),
+  ):
+    if value < 0:
+      raise ValueError(f'--{name} must be >= 0, got {value}')
+  if burnin_rounds >= run.total_rounds:
+    raise ValueError(
+      f'--fedpa_burnin_rounds={burnin_rounds} must be < --total_rounds='
+      f'{run.total_rounds}: FedPA would never leave its FedAvg burn-in'
+    )
+  if burnin_epochs >= run.client_epochs:
+    raise ValueError(
+      f'--fedpa_burnin_epochs={burnin_epochs} leaves no posterior sample: it must be '
+      f'< --client_epochs_per_round={run.client_epochs} (one sample per epoch after the burn-in)'
+    )
+  try:
+    check_shrinkage(values['fedpa_shrinkage'], values['fedpa_shrinkage_form'])
+  except ValueError as e:
+    raise ValueError(f'--fedpa_shrinkage/--fedpa_shrinkage_form: {e}') from None
+  return FedPAHParams(
+    burnin_rounds=burnin_rounds,
+    burnin_epochs=burnin_epochs,
+    shrinkage=values['fedpa_shrinkage'],
+    shrinkage_form=values['fedpa_shrinkage_form'],
+    solver=values['fedpa_solver'],
+  )
+
+
+def _fedpa_check(run: RunContext) -> None:
+  if run.client_epochs_max is not None:
+    raise ValueError(
+      '--client_epochs_max cannot run under --algorithm=fedpa: FedPA takes one posterior '
+      'sample per epoch into a fixed-size state'
+    )
+
+
+# The algorithms refuse a differentially private or a compressed aggregation where they send
+# more than one model-shaped value per client, or read more of it at the server (their
+# docstrings say what is clipped: fedopt and fedprox u_i = x_t - x_i, fedpa the posterior delta).
+_THEIR_OWN = 'its aggregation is its own ({}), not a weighted mean of updates to compress'
+# name -> its entry.
+ALGORITHMS: registry.Registry[AlgorithmEntry] = registry.Registry(
   'algorithm',
   {
-    'fedopt': lambda i: _FEDOPT(i.model_fn, i.client, i.server_optimizer, **i.common()),
-    'scaffold': lambda i: _SCAFFOLD(
-      i.model_fn, i.client, i.server_optimizer, i.num_clients, **i.common()
+    'fedopt': AlgorithmEntry(_builder('fedopt')),
+    'scaffold': AlgorithmEntry(
+      _builder('scaffold'),
+      takes_num_clients=True,
+      client_optimizers=lambda name, entry: entry.scalar_step,
+      client_reason='its control variates need scalar client steps ({valid})',
+      dp_refusal="its clients' control-variate changes Delta c_i carry their data too and would "
+      'reach the server unclipped and without noise',
+      compression_refusal='its clients also upload Delta c_i, as large as the update, which would '
+      'stay float32 (and the bits per client would not count it)',
     ),
-    'fedpa': lambda i: _FEDPA(
-      i.model_fn, i.client, i.server_optimizer, fedpa=i.fedpa, **i.common()
+    'fedpa': AlgorithmEntry(
+      _builder('fedpa'), FedPAHParams, hparams_from_flags=_fedpa_from_flags, check=_fedpa_check
     ),
-    'fedprox': lambda i: _FEDPROX(
-      i.model_fn, i.client, i.server_optimizer, fedprox=i.fedprox, **i.common()
+    'fedprox': AlgorithmEntry(_builder('fedprox'), FedProxHParams),
+    'fednova': AlgorithmEntry(
+      _builder('fednova'),
+      client_optimizers=lambda name, entry: name in FEDNOVA_CLIENT_OPTIMIZERS,
+      client_reason='its normalisation is defined for {valid}',
+      dp_refusal="its clients' step counts a_i (which grow with their data) scale the update "
+      'through tau_eff unclipped and without noise',
+      compression_refusal=_THEIR_OWN.format('the normalised mean of d_i and a_i'),
     ),
-    'fednova': lambda i: _FEDNOVA(i.model_fn, i.client, i.server_optimizer, **i.common()),
-    'qfedavg': lambda i: _QFEDAVG(
-      i.model_fn, i.client, i.server_optimizer, qfedavg=i.qfedavg, **i.common()
+    'qfedavg': AlgorithmEntry(
+      _builder('qfedavg'),
+      QFedAvgHParams,
+      client_optimizers=lambda name, entry: entry.reads_learning_rate,
+      client_reason='it estimates L = 1 / eta_l from the client learning rate (valid: {valid})',
+      dp_refusal="its aggregation weights and normaliser are functions of the clients' losses, "
+      'which have no bound: no sensitivity to clip to',
     ),
-    'adafedadam': lambda i: _ADAFEDADAM(
-      i.model_fn, i.client, i.server_optimizer, adafedadam=i.adafedadam, **i.common()
+    'adafedadam': AlgorithmEntry(
+      _builder('adafedadam'),
+      AdaFedAdamHParams,
+      server_optimizer='adaadam',
+      server_reason='steps with the certainty-adaptive AdaAdam',
+      dp_refusal='its aggregation weights p_k I_k^alpha and certainties C_k are functions of the '
+      "clients' losses, which have no bound: no sensitivity to clip to",
+      compression_refusal=_THEIR_OWN.format('the certainty-weighted mean of U_k and C_k'),
     ),
   },
 )
 
 
+def dp_refusal(name: str) -> str | None:
+  """Why algorithm `name` cannot run with a DP aggregation, as one line; None if it can."""
+  reason = ALGORITHMS[name].dp_refusal if name in ALGORITHMS else None
+  return None if reason is None else f'algorithm {name!r} cannot run under DP: {reason}'
+
+
+def compression_refusal(name: str) -> str | None:
+  """Why algorithm `name` cannot run with a compressed aggregation, as one line; None if it can."""
+  reason = ALGORITHMS[name].compression_refusal if name in ALGORITHMS else None
+  return None if reason is None else f'algorithm {name!r} cannot compress its updates: {reason}'
+
+
+# Read by the tests and the docs: the algorithms that refuse each, and why.
+DP_REFUSALS = {n: e.dp_refusal for n, e in ALGORITHMS.items() if e.dp_refusal}
+COMPRESSION_REFUSALS = {
+  n: e.compression_refusal for n, e in ALGORITHMS.items() if e.compression_refusal
+}
+
+
+def hparams_from_flags(name: str, values: dict[str, Any], run: RunContext) -> Any:
+  """Algorithm `name`'s hyperparameters from the flag values of its fields; None if it has none."""
+  entry = ALGORITHMS[name]
+  if entry.hparams is None:
+    return None
+  if entry.hparams_from_flags is not None:
+    return entry.hparams_from_flags(values, run)
+  return settings.from_flags(entry.hparams, values)
+
+
 def build_algorithm(name: str, inputs: AlgorithmInputs):
   """The registered algorithm `name` (a `base.Algorithm`); unknown names list the valid ones."""
-  return ALGORITHMS[name](inputs)
+  entry = ALGORITHMS[name]
+  args = [inputs.model_fn, inputs.client, inputs.server_optimizer]
+  if entry.takes_num_clients:
+    args.append(inputs.num_clients)
+  kwargs = inputs.common()
+  if entry.hparams is not None:
+    kwargs[name] = inputs.hparams.get(name, entry.hparams())
+  return entry.build(*args, **kwargs)
+
+
+def builder_exports() -> dict[str, str]:
+  """`build_<name>` -> its module, for `algorithms.__init__`'s lazy exports."""
+  return {f'build_{name}': entry.module for name, entry in ALGORITHMS.items()}

@@ -42,8 +42,7 @@ from tff_adaptive.core import seeds
 from tff_adaptive.engines import base
 from tff_adaptive.engines import stacked_steps
 from tff_adaptive.engines import vectorised
-
-CELL_CLIENT_OPTIMIZERS = ('sgd',)
+from tff_adaptive.optimizers import config as optimizer_config
 
 
 def _shared_settings(algorithm: algorithm_base.Algorithm) -> tuple:
@@ -57,10 +56,12 @@ def cell_refusal(algorithm: algorithm_base.Algorithm) -> str | None:
   """Why `algorithm` cannot be a grid cell; None if it can."""
   name = algorithm.name
   optimizer = algorithm.client.optimizer.name
-  if optimizer not in CELL_CLIENT_OPTIMIZERS:
+  entries = optimizer_config.CLIENT_OPTIMIZERS
+  if not entries[optimizer].grid_cells:
+    supported = ', '.join(n for n, e in entries.items() if e.grid_cells)
     return (
-      f'client optimizer {optimizer!r} cannot run as a grid cell (supported: '
-      f'{", ".join(CELL_CLIENT_OPTIMIZERS)}); run the cells one by one'
+      f'client optimizer {optimizer!r} cannot run as a grid cell (supported: {supported}); '
+      'run the cells one by one'
     )
   if algorithm.stateful_clients:
     return (

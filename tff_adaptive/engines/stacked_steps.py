@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
+from tff_adaptive.optimizers import config as optimizer_config
 from tff_adaptive.optimizers import delta_sgd
 from tff_adaptive.optimizers import sps
 
@@ -163,18 +164,39 @@ class PolyakSteps:
     return sps.statistics(state)
 
 
+# The stacked forms a client optimizer's entry names (`ClientOptimizerEntry.stacked`):
+# (its config, its rule) -> a stepper.
+
+
+def shared_optimizer(config, rule) -> SharedOptimizer:
+  """A TFF optimizer whose `next` runs on the stacked weights (sgd, sgdm, adam, adagrad)."""
+  del config
+  return SharedOptimizer(rule.optimizer, rule.statistics)
+
+
+def polyak_steps(config, rule) -> PolyakSteps:
+  """SPS's Polyak step from each client's minibatch loss and gradient norm."""
+  del rule
+  return PolyakSteps(config.sps)
+
+
+def delta_sgd_steps(config, rule) -> PerClientSteps:
+  """Delta-SGD's per-client step sizes; with 'same_batch' a second gradient at each client's
+  previous iterate."""
+  hparams = config.delta_sgd
+  # The optimizer's step is the rule for either gradient option; 'same_batch' differs only
+  # in the previous gradient it is given (evaluated by the engine on the step's minibatch).
+  return PerClientSteps(
+    delta_sgd.build_delta_sgd(dataclasses.replace(hparams, gradient='paper')),
+    rule.statistics,
+    same_batch=hparams.gradient == 'same_batch',
+  )
+
+
 def build(client_optimizer_config, client_rule):
-  """The stacked form of a client optimizer (`optimizers.ClientOptimizerConfig` and its rule)."""
-  name = client_optimizer_config.name
-  if name == 'sps':
-    return PolyakSteps(client_optimizer_config.sps)
-  if name == 'delta_sgd':
-    hparams = client_optimizer_config.delta_sgd
-    # The optimizer's step is the rule for either gradient option; 'same_batch' differs only
-    # in the previous gradient it is given (evaluated by the engine on the step's minibatch).
-    return PerClientSteps(
-      delta_sgd.build_delta_sgd(dataclasses.replace(hparams, gradient='paper')),
-      client_rule.statistics,
-      same_batch=hparams.gradient == 'same_batch',
-    )
-  return SharedOptimizer(client_rule.optimizer, client_rule.statistics)
+  """The stacked form of a client optimizer (`optimizers.ClientOptimizerConfig` and its rule),
+  as its registry entry names it."""
+  entry = optimizer_config.CLIENT_OPTIMIZERS[client_optimizer_config.name]
+  if entry.stacked is None:
+    raise ValueError(f'client optimizer {client_optimizer_config.name!r} has no stacked form')
+  return entry.stacked(client_optimizer_config, client_rule)

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 SAMPLING_METHODS = ('tff', 'fast', 'epoch')
+DEFAULT_METHOD = SAMPLING_METHODS[0]  # TFF's: the published runs' client order
 
 
 def rounds_per_epoch(population: int, clients_per_round: int) -> int:
@@ -40,7 +41,7 @@ def rounds_per_epoch(population: int, clients_per_round: int) -> int:
 
 
 def build_client_sampler(
-  client_ids: Sequence[str], clients_per_round: int, seed: int, method: str = 'tff'
+  client_ids: Sequence[str], clients_per_round: int, seed: int, method: str = DEFAULT_METHOD
 ) -> Callable[[int], list[str]]:
   """Returns `sample(round_num) -> client ids`, deterministic in (seed, round_num).
 

@@ -19,7 +19,12 @@ import dataclasses
 from typing import Any
 
 from tff_adaptive import registry
+from tff_adaptive import settings
 from tff_adaptive.core import validation
+
+_SERVER_SECTION = 'Server optimizer'  # the --help sections of the optimizers' flags
+_CLIENT_SECTION = 'Client training'
+_KIM_SECTION = 'SPS and Delta-SGD client optimizers (Kim et al. 2024)'
 
 # -------------------------------------------------------------------------------------------
 # Learning-rate schedules (`optimizers.schedules`).
@@ -208,15 +213,75 @@ class ServerOptimizerConfig:
       (`server.build_fedadam`); 0 (the default) leaves the optimizer as published.
   """
 
-  name: str = 'sgd'
-  learning_rate: float = 1.0
-  momentum: float = 0.9
-  tau: float = 1e-3
-  beta_1: float | None = None
-  beta_2: float = 0.999
-  initial_accumulator_value: float | None = None
-  variant: str = PUBLISHED
-  certainty_lr_from_step: int = 0
+  name: str = settings.setting(
+    'sgd',
+    'server_optimizer',
+    'Server optimizer: one of {choices}.',
+    section=_SERVER_SECTION,
+    cells=True,
+    choices='SERVER_OPTIMIZERS',
+  )
+  learning_rate: float = settings.setting(
+    1.0,
+    'server_learning_rate',
+    "Server learning rate (default: task's).",
+    section=_SERVER_SECTION,
+    cells=True,
+    check=settings.positive,
+    flag_default=None,
+  )
+  momentum: float = settings.setting(
+    0.9, 'server_momentum', 'Server momentum (sgdm).', section=_SERVER_SECTION, cells=True
+  )
+  tau: float = settings.setting(
+    1e-3,
+    'tau',
+    "Adaptivity tau (adagrad, adam, yogi); default: the task's published value for the "
+    'optimizer, else 1e-3.',
+    section=_SERVER_SECTION,
+    cells=True,
+    check=settings.positive,
+    flag_default=None,
+  )
+  beta_1: float | None = settings.setting(
+    None,
+    'server_beta_1',
+    'First-moment decay (default 0 for adagrad, 0.9 for adam/yogi).',
+    section=_SERVER_SECTION,
+    cells=True,
+    check=settings.unit_interval,
+  )
+  beta_2: float = settings.setting(
+    0.999,
+    'server_beta_2',
+    'Second-moment decay (adam, yogi).',
+    section=_SERVER_SECTION,
+    cells=True,
+    check=settings.unit_interval,
+  )
+  initial_accumulator_value: float | None = settings.setting(
+    None,
+    'initial_accumulator_value',
+    'v_{-1} (default: 0 for published, tau^2 for algorithm2).',
+    section=_SERVER_SECTION,
+    cells=True,
+  )
+  variant: str = settings.setting(
+    PUBLISHED,
+    'adaptive_variant',
+    f"One of {', '.join(VARIANTS)}: the authors' code that produced the published tables, or "
+    'Algorithm 2 as printed.',
+    section=_SERVER_SECTION,
+    cells=True,
+    choices=VARIANTS,
+  )
+  certainty_lr_from_step: int = settings.setting(
+    0,
+    'adaadam_certainty_lr_from_step',
+    "AdaAdam server: eta_t = C eta from this 0-based step on, eta before (authors' code: 6).",
+    section='AdaFedAdam and its baselines (Ju et al.)',
+    check=settings.nonnegative,
+  )
   noise_variance: float = 0.0
 
 
@@ -411,15 +476,39 @@ class SPSHParams:
       1e-8); None: never.
   """
 
-  c: float = 0.5
+  c: float = settings.setting(
+    0.5, 'sps_c', 'SPS c (> 0).', section=_KIM_SECTION, check=settings.positive, always=True
+  )
   f_star: float = 0.0
-  mode: str = 'smooth_iter'
+  mode: str = settings.setting(
+    'smooth_iter',
+    'sps_mode',
+    "SPS step rule: smooth_iter (the official implementation's default, growth capped at "
+    "2^(1/500) per step) or constant (the Delta-SGD authors' federated code: no cap).",
+    section=_KIM_SECTION,
+    choices=MODES,
+  )
   init_step_size: float = 1.0
   gamma: float = 2.0
   n_batches_per_epoch: int = 500
-  eta_max: float | None = None
+  eta_max: float | None = settings.setting(
+    None,
+    'sps_eta_max',
+    "SPS 'constant' mode: optional step cap (> 0).",
+    section=_KIM_SECTION,
+    check=settings.positive,
+    always=True,
+  )
   eps: float = 1e-8
   grad_norm_tol: float | None = 1e-8
+
+  @staticmethod
+  def check_flags(values) -> None:
+    """The flags' own cross-check (the trainer's wording)."""
+    if values['sps_eta_max'] is not None and values['sps_mode'] != 'constant':
+      raise ValueError(
+        f'--sps_eta_max caps --sps_mode=constant only, got --sps_mode={values["sps_mode"]}'
+      )
 
   def __post_init__(self):
     if not self.c > 0:
@@ -444,6 +533,8 @@ class SPSHParams:
 GRADIENTS = ('paper', 'same_batch')
 FIRST_STEPS = ('paper', 'grown')
 ZERO_RULES = ('paper', 'grow')
+_ALWAYS_POSITIVE = dict(section=_KIM_SECTION, check=settings.positive, always=True)
+_ALWAYS_NONNEGATIVE = dict(section=_KIM_SECTION, check=settings.nonnegative, always=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -464,14 +555,52 @@ class DeltaSGDHParams:
     eps: added to the step whenever the min is taken, >= 0 (paper 0; authors' code 1e-8).
   """
 
-  eta_0: float = 0.2
-  theta_0: float = 1.0
-  gamma: float = 2.0
-  delta: float = 0.1
-  gradient: str = 'paper'
-  first_step: str = 'paper'
-  zero_rule: str = 'paper'
-  eps: float = 0.0
+  eta_0: float = settings.setting(
+    0.2, 'delta_sgd_eta0', 'Delta-SGD eta_0 (> 0).', **_ALWAYS_POSITIVE
+  )
+  theta_0: float = settings.setting(
+    1.0, 'delta_sgd_theta0', 'Delta-SGD theta_0 (> 0).', **_ALWAYS_POSITIVE
+  )
+  gamma: float = settings.setting(
+    2.0, 'delta_sgd_gamma', 'Delta-SGD gamma (> 0).', **_ALWAYS_POSITIVE
+  )
+  delta: float = settings.setting(
+    0.1,
+    'delta_sgd_delta',
+    "Delta-SGD delta (>= 0; the authors' code default 0.02).",
+    **_ALWAYS_NONNEGATIVE,
+  )
+  gradient: str = settings.setting(
+    'paper',
+    'delta_sgd_gradient',
+    "Delta-SGD gradient difference: paper (consecutive steps' gradients, one gradient per step) "
+    "or same_batch (the authors' code: the previous iterate's gradient recomputed on the current "
+    'minibatch, two per step).',
+    section=_KIM_SECTION,
+    choices=GRADIENTS,
+  )
+  first_step: str = settings.setting(
+    'paper',
+    'delta_sgd_first_step',
+    "Delta-SGD first step: paper (eta_0) or grown (the authors' code: eta_0 sqrt(1 + delta "
+    'theta_0)).',
+    section=_KIM_SECTION,
+    choices=FIRST_STEPS,
+  )
+  zero_rule: str = settings.setting(
+    'paper',
+    'delta_sgd_zero_rule',
+    'Delta-SGD when a norm difference is 0: paper (zero gradient difference: no curvature bound) '
+    "or grow (the authors' code: either zero -> the growth candidate).",
+    section=_KIM_SECTION,
+    choices=ZERO_RULES,
+  )
+  eps: float = settings.setting(
+    0.0,
+    'delta_sgd_eps',
+    "Delta-SGD: added to the step when the min is taken (authors' code 1e-8).",
+    **_ALWAYS_NONNEGATIVE,
+  )
 
   def __post_init__(self):
     for name in ('eta_0', 'theta_0', 'gamma'):
@@ -509,12 +638,46 @@ class ClientOptimizerConfig:
     delta_sgd: Delta-SGD's hyperparameters.
   """
 
-  name: str = 'sgd'
-  learning_rate: float = 0.1
-  momentum: float = 0.9
-  beta_1: float = 0.9
-  beta_2: float = 0.999
-  epsilon: float | None = None
+  name: str = settings.setting(
+    'sgd',
+    'client_optimizer',
+    'One of {choices}.',
+    section=_CLIENT_SECTION,
+    choices='CLIENT_OPTIMIZERS',
+  )
+  learning_rate: float = settings.setting(
+    0.1,
+    'client_learning_rate',
+    "Client learning rate (default: task's).",
+    section=_CLIENT_SECTION,
+    check=settings.positive,
+    flag_default=None,
+    cells=True,
+  )
+  momentum: float = settings.setting(
+    0.9, 'client_momentum', 'Client momentum (sgdm).', section=_CLIENT_SECTION
+  )
+  beta_1: float = settings.setting(
+    0.9,
+    'client_beta_1',
+    'Client Adam beta_1.',
+    section=_CLIENT_SECTION,
+    check=settings.unit_interval,
+  )
+  beta_2: float = settings.setting(
+    0.999,
+    'client_beta_2',
+    'Client Adam beta_2.',
+    section=_CLIENT_SECTION,
+    check=settings.unit_interval,
+  )
+  epsilon: float | None = settings.setting(
+    None,
+    'client_epsilon',
+    "Client Adam/Adagrad epsilon (default PyTorch's: 1e-8 / 1e-10).",
+    section=_CLIENT_SECTION,
+    check=settings.positive,
+  )
   sps: SPSHParams = SPSHParams()
   delta_sgd: DeltaSGDHParams = DeltaSGDHParams()
 
@@ -545,31 +708,55 @@ class ClientOptimizerEntry:
     scalar_step: True where x_t - x_K is a sum of scalar steps times (momentum-averaged)
       gradients, so that (x_t - x_K) / (sum of steps) is a mean gradient (SCAFFOLD's control
       variate); False for per-coordinate preconditioners (Adam, Adagrad).
+    stacked: its form for clients trained side by side (the vectorised engine, grid cells):
+      (config, rule) -> a stepper of `engines.stacked_steps`; None: it has none, and the
+      vectorised engine refuses it.
+    grid_cells: grid cells (`engines.grid_cells`) train with it: x <- x - eta_l[k] g, each
+      cell at its own eta_l (plain SGD, as its cells' one computation writes the step).
   """
 
   build: Callable[[ClientOptimizerConfig], Any]
   hparams: tuple[str, ...] = ()
   reads_learning_rate: bool = True
   scalar_step: bool = True
+  stacked: Callable[[ClientOptimizerConfig, Any], Any] | None = None
+  grid_cells: bool = False
+
+  @property
+  def options(self) -> type | None:
+    """Its own hyperparameter dataclass (a field of `ClientOptimizerConfig` named in `hparams`,
+    whose fields declare their flags), if any."""
+    for name in self.hparams:
+      value = getattr(ClientOptimizerConfig(), name)
+      if dataclasses.is_dataclass(value):
+        return type(value)
+    return None
 
 
 _CLIENT = 'tff_adaptive.optimizers.client'
+_STACKED = 'tff_adaptive.engines.stacked_steps'
+
+
+def _entry(rule: str, *hparams: str, stacked: str = 'shared_optimizer', **kwargs: Any):
+  """An entry built by `optimizers.client.<rule>`, stacked by `engines.stacked_steps.<stacked>`."""
+  return ClientOptimizerEntry(
+    registry.Lazy(f'{_CLIENT}:{rule}'),
+    hparams,
+    stacked=registry.Lazy(f'{_STACKED}:{stacked}'),
+    **kwargs,
+  )
+
+
 CLIENT_OPTIMIZERS: registry.Registry[ClientOptimizerEntry] = registry.Registry(
   'client optimizer',
   {
-    'sgd': ClientOptimizerEntry(registry.Lazy(f'{_CLIENT}:sgd_rule')),
-    'sgdm': ClientOptimizerEntry(registry.Lazy(f'{_CLIENT}:sgdm_rule'), ('momentum',)),
-    'adam': ClientOptimizerEntry(
-      registry.Lazy(f'{_CLIENT}:adam_rule'), ('beta_1', 'beta_2', 'epsilon'), scalar_step=False
-    ),
-    'adagrad': ClientOptimizerEntry(
-      registry.Lazy(f'{_CLIENT}:adagrad_rule'), ('epsilon',), scalar_step=False
-    ),
-    'sps': ClientOptimizerEntry(
-      registry.Lazy(f'{_CLIENT}:sps_rule'), ('sps',), reads_learning_rate=False
-    ),
-    'delta_sgd': ClientOptimizerEntry(
-      registry.Lazy(f'{_CLIENT}:delta_sgd_rule'), ('delta_sgd',), reads_learning_rate=False
+    'sgd': _entry('sgd_rule', grid_cells=True),
+    'sgdm': _entry('sgdm_rule', 'momentum'),
+    'adam': _entry('adam_rule', 'beta_1', 'beta_2', 'epsilon', scalar_step=False),
+    'adagrad': _entry('adagrad_rule', 'epsilon', scalar_step=False),
+    'sps': _entry('sps_rule', 'sps', stacked='polyak_steps', reads_learning_rate=False),
+    'delta_sgd': _entry(
+      'delta_sgd_rule', 'delta_sgd', stacked='delta_sgd_steps', reads_learning_rate=False
     ),
   },
 )

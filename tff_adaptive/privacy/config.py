@@ -11,11 +11,13 @@ import dataclasses
 from typing import Any
 
 from tff_adaptive import registry
+from tff_adaptive import settings
 from tff_adaptive.core import dp_noise
 from tff_adaptive.core import skellam
 from tff_adaptive.core import validation
 
 NO_DP = 'none'
+_SECTION = 'Differential privacy'  # the --help section of --dp's flags
 _ADAPTIVE = 'gaussian_adaptive'
 TREE = 'tree'
 DISTRIBUTED_SKELLAM = 'distributed_skellam'
@@ -34,6 +36,62 @@ DP_MECHANISMS: registry.Registry[str] = registry.Registry(
     ),
   },
 )
+
+
+_SHORT_NAMES = {
+  'gaussian_fixed': 'fixed',
+  _ADAPTIVE: 'adaptive',
+  DISTRIBUTED_SKELLAM: 'skellam',
+}
+# --dp's flags read by some mechanisms only (`ignored_flags`).
+_ADAPTIVE_FIELDS = ('target_quantile', 'clip_learning_rate')
+_DISTRIBUTED_FIELDS = ('bits',)
+
+
+def ignored_flags(dp: DPConfig | None, present: dict[str, bool]) -> list[str]:
+  """One line per --dp flag given (`present`: flag -> given) that the chosen mechanism (or no
+  DP) does not read."""
+  lines = []
+  for field, found in settings.declared(DPConfig):
+    if field == 'mechanism' or not present[found.flag]:
+      continue
+    if dp is None:
+      lines.append(f'--{found.flag} is ignored without --dp')
+    elif (field in _ADAPTIVE_FIELDS and not dp.adaptive) or (
+      field in _DISTRIBUTED_FIELDS and not dp.distributed
+    ):
+      lines.append(f'--{found.flag} is ignored by --dp={dp.mechanism}')
+  return lines
+
+
+def noise_variance(
+  dp: DPConfig | None, server: str, clients_per_round: int, second_moment_servers: tuple
+) -> float:
+  """sigma^2 = (z C / m)^2 for the noise-aware server (`DPConfig.noise_aware_server`) of one of
+  `second_moment_servers`, else 0 (the server as published).
+
+  Raises:
+    ValueError: a mechanism whose noise variance changes from round to round, or a server
+      optimizer without a second moment (one line, in the trainer's flags).
+  """
+  if dp is None or not dp.noise_aware_server:
+    return 0.0
+  why = {
+    _ADAPTIVE: 'with gaussian_adaptive the clip, and so the noise variance, changes every round',
+    DISTRIBUTED_SKELLAM: 'with distributed_skellam the noise has the rounding in it too, and '
+    'secure aggregation may wrap it around',
+    TREE: "with tree a round's noise is a difference of two tree estimates, its variance "
+    'changes from round to round',
+  }.get(dp.mechanism)
+  if why is not None:
+    raise ValueError(f'--dp_noise_aware_server needs --dp=gaussian_fixed: {why}')
+  if server not in second_moment_servers:
+    valid = ', '.join(second_moment_servers)
+    raise ValueError(
+      f'--dp_noise_aware_server corrects an adaptive second moment: valid --server_optimizer: '
+      f'{valid} (got {server!r})'
+    )
+  return (dp.noise_multiplier * dp.clip / clients_per_round) ** 2
 
 
 def adaptive_count_stddev(clients_per_round: int, clipped_count_stddev: float | None) -> float:
@@ -57,16 +115,71 @@ class DPConfig:
     clipped_count_stddev: gaussian_adaptive: sigma_b (None: m / 20).
     delta: the delta of the reported (epsilon, delta), in (0, 1); None: 1 / N^1.1.
     bits: distributed_skellam: B, secure aggregation's modulus 2^B, 1..22.
+    noise_aware_server: remove the known noise variance from the adaptive server's second
+      moment (gaussian_fixed; the server optimizer's `noise_variance`).
   """
 
-  mechanism: str = NO_DP
-  noise_multiplier: float = 1.0
-  clip: float = 1.0
-  target_quantile: float = 0.5
-  clip_learning_rate: float = 0.2
+  mechanism: str = settings.setting(
+    NO_DP,
+    'dp',
+    "User-level differential privacy: none, gaussian_fixed (every client's update clipped to "
+    'L2 norm --dp_clip, Gaussian noise of std z C added to their sum, divided by the clients per '
+    'round, then the server optimizer), gaussian_adaptive (the clip follows a quantile of the '
+    "update norms, Andrew et al. 2021), tree (DP-FTRL, Kairouz et al. 2021: the clipped sums' "
+    'running total noised through a binary tree, restarted every epoch; clients sampled in '
+    'epochs, --client_sampler=epoch) or distributed_skellam (distributed DP, Agarwal et al. '
+    '2021: each client clips, rounds to integers and adds its share of Skellam noise, secure '
+    'aggregation sums modulo 2^--dp_bits; --engine=tff only). Every client counts once '
+    '(--client_weighting=uniform); metrics.csv gets dp_epsilon after every round. fedopt, '
+    'fedprox and fedpa only.',
+    section=_SECTION,
+  )
+  noise_multiplier: float = settings.setting(
+    1.0,
+    'dp_noise_multiplier',
+    '--dp: noise multiplier z >= 0 (0: clipping only, not private).',
+    section=_SECTION,
+  )
+  clip: float = settings.setting(
+    1.0,
+    'dp_clip',
+    "--dp: clip C > 0 of a client's update (gaussian_adaptive: its initial value).",
+    section=_SECTION,
+  )
+  target_quantile: float = settings.setting(
+    0.5,
+    'dp_target_quantile',
+    '--dp=gaussian_adaptive: the quantile of the update norms the clip tracks, in (0, 1).',
+    section=_SECTION,
+  )
+  clip_learning_rate: float = settings.setting(
+    0.2,
+    'dp_clip_learning_rate',
+    '--dp=gaussian_adaptive: learning rate (>= 0) of the clip.',
+    section=_SECTION,
+  )
   clipped_count_stddev: float | None = None
-  delta: float | None = None
-  bits: int = 20
+  delta: float | None = settings.setting(
+    None,
+    'dp_delta',
+    '--dp: the delta of the reported (epsilon, delta), in (0, 1). Default: 1 / N^1.1 for N '
+    'training clients.',
+    section=_SECTION,
+  )
+  bits: int = settings.setting(
+    20,
+    'dp_bits',
+    "--dp=distributed_skellam: B, 1..22, secure aggregation's modulus 2^B (fewer bits: coarser "
+    'rounding, a larger sensitivity, a larger epsilon).',
+    section=_SECTION,
+  )
+  noise_aware_server: bool = settings.setting(
+    False,
+    'dp_noise_aware_server',
+    '--dp=gaussian_fixed with --server_optimizer=adagrad/adam/yogi: remove the known noise '
+    'variance (z C / m)^2 from the second moment, v_t on g_t^2 - (z C / m)^2, clamped at 0.',
+    section=_SECTION,
+  )
 
   def __post_init__(self):
     if self.mechanism not in DP_MECHANISMS:
@@ -84,6 +197,11 @@ class DPConfig:
       raise ValueError(f'delta={self.delta!r} is invalid; expected (0, 1)')
     if self.distributed:
       skellam.check_arguments(self.noise_multiplier, 1, self.clip, self.bits)
+
+  @property
+  def short_name(self) -> str:
+    """The mechanism as experiment names show it (`dp-<short name>-z<z>`)."""
+    return _SHORT_NAMES.get(self.mechanism, self.mechanism)
 
   @property
   def enabled(self) -> bool:
