@@ -33,10 +33,10 @@ from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import optimizers
 from tff_adaptive import tasks
-from tff_adaptive.core import seeds
 from tff_adaptive.algorithms import config as algorithm_config
-from tff_adaptive.optimizers import config as optimizer_config
+from tff_adaptive.core import seeds
 from tff_adaptive.loop import sampling
+from tff_adaptive.optimizers import config as optimizer_config
 from tff_adaptive.optimizers import schedules
 
 _TASK = flags.DEFINE_string('task', 'synthetic', 'Task (synthetic, fmnist, ...).')
