@@ -43,7 +43,7 @@ class RunFlags:
     'fmnist', 'task', 'Task: one of {choices}.', section='Task and data', choices=catalog.TASKS
   )
   algorithm: str = settings.setting(
-    'fedopt',
+    algorithm_config.DEFAULT_ALGORITHM,
     'algorithm',
     'Federated algorithm: one of {choices}.',
     section='Algorithm',

@@ -47,6 +47,8 @@ from tff_adaptive.loop import sampling
 
 # Up to `_train`, nothing imported here imports TensorFlow or TFF (`runtime` and the packages
 # load their TensorFlow modules on first use).
+from tff_adaptive.run import experiment
+from tff_adaptive.run import flag_reference
 from tff_adaptive.run import flags as trainer_flags
 from tff_adaptive.run import provenance
 from tff_adaptive.tasks import catalog
@@ -231,7 +233,7 @@ def _build_algorithm(config, task):
 
 def _execution(config):
   """The TFF context of the run: remote workers, owned local workers, one local worker, none."""
-  if config.engine != 'tff':
+  if not engine_config.ENGINES[config.engine].runs_workers:  # not on TFF's runtime
     return contextlib.nullcontext()
   if config.runtime.workers:
     return runtime.remote_execution(
@@ -263,9 +265,11 @@ def main(argv):
       cells = trainer_flags.read_cells(os.path.join(base_dir, FLAGS.cells))
       if FLAGS.experiment_name is not None:
         raise ValueError('--experiment_name: with --cells each cell is named by its line')
-      if config.engine != 'vectorised':
+      if engine_config.ENGINES[config.engine].cells is None:
+        with_cells = ' or '.join(n for n, e in engine_config.ENGINES.items() if e.cells)
         raise ValueError(
-          f'--cells trains the cells side by side on engine vectorised; got --engine={config.engine}'
+          f'--cells trains the cells side by side on engine {with_cells}; got '
+          f'--engine={config.engine}'
         )
       if FLAGS.clients_per_chunk is not None:
         raise ValueError('--clients_per_chunk: grid cells (--cells) train all clients at once')
@@ -385,15 +389,15 @@ def _prepare_dir(config, output_dir: str, noise=None):
   """
   run_dir.prepare(output_dir)
   lock = run_dir.RunLock(output_dir)
-  record = trainer_flags.hparams_record(config)
+  record = experiment.hparams_record(config)
   record['runtime']['code_version'] = provenance.code_version()  # of this start
   if noise is not None:
     record[outputs.DP_NOISE_SECTION] = noise.record()
   outputs.check_or_write_hparams(
     output_dir,
     record,
-    trainer_flags.HPARAMS_HINTS,
-    upgrade=trainer_flags.upgrade_hparams,
+    experiment.HPARAMS_HINTS,
+    upgrade=experiment.upgrade_hparams,
   )
   return lock
 
@@ -506,7 +510,6 @@ def _train_cells(configs, output_dirs: list[str]) -> None:
   import tensorflow as tf
   import tensorflow_federated as tff
 
-  from tff_adaptive.engines import grid_cells
   from tff_adaptive.loop import training_loop
   # pylint: enable=g-import-not-at-top
 
@@ -522,7 +525,7 @@ def _train_cells(configs, output_dirs: list[str]) -> None:
     )
     algorithms = [_build_algorithm(c, task) for c in configs]
     engine_config.check_engine(first.engine, algorithms[0])  # the model's batched form
-    grid_cells.check_cells(algorithms)
+    engine_config.check_engine(engine_config.ENGINES[first.engine].cells, algorithms)
     locks = [_prepare_dir(c, d) for c, d in zip(configs, output_dirs)]  # noqa: F841
 
   tf.keras.utils.set_random_seed(first.seed)
@@ -535,7 +538,9 @@ def _train_cells(configs, output_dirs: list[str]) -> None:
   )
   with _training_errors(root):
     engine = engine_config.build_engine(
-      'grid_cells', algorithms, engine_config.EngineOptions(device=first.runtime.device)
+      engine_config.ENGINES[first.engine].cells,
+      algorithms,
+      engine_config.EngineOptions(device=first.runtime.device),
     )
     results = training_loop.run_cells(
       engine,
@@ -590,7 +595,7 @@ def _parse_flags(argv):
   """
   args = argv[1 : argv.index('--')] if '--' in argv else argv[1:]
   if any(arg in _HELP for arg in args):
-    sys.stdout.write(trainer_flags.help_text(__doc__))
+    sys.stdout.write(flag_reference.help_text(__doc__))
     sys.exit(0)
   if 'BUILD_WORKING_DIRECTORY' in os.environ:
     argv = _flagfiles_from(os.environ['BUILD_WORKING_DIRECTORY'], argv)

@@ -9,6 +9,7 @@ tests/test_docs.py fails when the committed file differs from what this writes.
 
 import os
 import sys
+import textwrap
 
 from absl import flags
 
@@ -32,6 +33,33 @@ optimizer does not read is warned about and not recorded. Flag files: `--flagfil
 """
 
 
+def default_text(flag: flags.Flag) -> str:
+  """A flag's default as the help and docs/flags.md show it ("task's": the task's published one)."""
+  if flag.default is None:
+    return "task's" if "task's" in flag.help else '(none)'
+  if isinstance(flag.default, list):
+    return ','.join(flag.default) if flag.default else '(empty)'
+  return str(flag.default)
+
+
+def help_text(usage: str, width: int = 100) -> str:
+  """`usage`, then the trainer's own flags by SECTIONS, each with its default and help."""
+  lines = [
+    usage.rstrip(),
+    '',
+    "Flags (--flagfile=FILE reads more, one per line; --helpfull: absl's too):",
+  ]
+  for title, names in trainer_flags.SECTIONS:
+    lines += ['', f'{title}:']
+    for name in names:
+      flag = flags.FLAGS[name]
+      lines.append(f'  --{name} (default: {default_text(flag)})')
+      lines += textwrap.wrap(
+        ' '.join(flag.help.split()), width, initial_indent=' ' * 6, subsequent_indent=' ' * 6
+      )
+  return '\n'.join(lines) + '\n'
+
+
 def _cell(text: str) -> str:
   return ' '.join(text.split()).replace('|', '\\|')
 
@@ -43,9 +71,7 @@ def markdown() -> str:
     lines += [f'## {title}', '', '| flag | default | meaning |', '|---|---|---|']
     for name in names:
       flag = flags.FLAGS[name]
-      lines.append(
-        f'| `--{name}` | `{_cell(trainer_flags.default_text(flag))}` | {_cell(flag.help)} |'
-      )
+      lines.append(f'| `--{name}` | `{_cell(default_text(flag))}` | {_cell(flag.help)} |')
     lines.append('')
   return '\n'.join(lines)
 

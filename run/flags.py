@@ -18,8 +18,6 @@ once. The one check that needs TensorFlow, whether TF sees the --device, is the 
 
 import dataclasses
 import math
-import shlex
-import textwrap
 from typing import Any
 
 from absl import flags
@@ -34,12 +32,7 @@ from tff_adaptive.optimizers import config as optimizer_config
 from tff_adaptive.privacy import config as privacy_config
 from tff_adaptive.run import cell_flags
 from tff_adaptive.run import experiment
-from tff_adaptive.run.experiment import HPARAMS_HINTS  # noqa: F401
-from tff_adaptive.run.experiment import ExperimentConfig  # noqa: F401  (the trainer's names)
-from tff_adaptive.run.experiment import RuntimeConfig  # noqa: F401
-from tff_adaptive.run.experiment import hparams_record  # noqa: F401
-from tff_adaptive.run.experiment import task_record  # noqa: F401
-from tff_adaptive.run.experiment import upgrade_hparams  # noqa: F401
+from tff_adaptive.run.experiment import ExperimentConfig
 from tff_adaptive.runtime import addresses
 from tff_adaptive.tasks import catalog
 from tff_adaptive.tasks import config as task_config
@@ -106,77 +99,44 @@ SECTIONS = tuple(
 )
 
 
-def default_text(flag: flags.Flag) -> str:
-  """A flag's default as the help and docs/flags.md show it ("task's": the task's published one)."""
-  if flag.default is None:
-    return "task's" if "task's" in flag.help else '(none)'
-  if isinstance(flag.default, list):
-    return ','.join(flag.default) if flag.default else '(empty)'
-  return str(flag.default)
-
-
-def help_text(usage: str, width: int = 100) -> str:
-  """`usage`, then the trainer's own flags by SECTIONS, each with its default and help."""
-  lines = [
-    usage.rstrip(),
-    '',
-    "Flags (--flagfile=FILE reads more, one per line; --helpfull: absl's too):",
-  ]
-  for title, names in SECTIONS:
-    lines += ['', f'{title}:']
-    for name in names:
-      flag = FLAGS[name]
-      lines.append(f'  --{name} (default: {default_text(flag)})')
-      lines += textwrap.wrap(
-        ' '.join(flag.help.split()), width, initial_indent=' ' * 6, subsequent_indent=' ' * 6
-      )
-  return '\n'.join(lines) + '\n'
-
-
-def _fields_read(config: ExperimentConfig) -> dict[type, set[str]]:
-  """Per component dataclass, the fields the chosen parts read (their flags are recorded)."""
-  server = optimizer_config.SERVER_OPTIMIZERS[config.server.name]
-  client = optimizer_config.CLIENT_OPTIMIZERS[config.client.optimizer.name]
-  client_read = {'name', *client.hparams} | (
-    {'learning_rate'} if client.reads_learning_rate else set()
-  )
-  read = {
-    task_config.TaskConfig: set(catalog.TASKS[config.task.name].reads),
-    optimizer_config.ServerOptimizerConfig: {'name', 'learning_rate', *server.hparams},
-    optimizer_config.ClientOptimizerConfig: client_read,
-    aggregator_config.CompressionConfig: set()
-    if config.compression is None
-    else {'name', 'bits', 'threshold'},
-  }
-  for name, entry in optimizer_config.CLIENT_OPTIMIZERS.items():
-    if entry.options is not None:
-      everything = {f.name for f in dataclasses.fields(entry.options)}
-      read[entry.options] = read.get(entry.options, set()) | (
-        everything if entry is client else set()
-      )
-  return read
-
-
 def ignored_flags(config: ExperimentConfig) -> list[str]:
   """One line per flag given on the command line that the chosen task or parts do not read."""
-  read, lines = _fields_read(config), []
-  owners = {
-    task_config.TaskConfig: f'task {config.task.name!r}',
-    optimizer_config.ServerOptimizerConfig: f'server optimizer {config.server.name!r}',
-    optimizer_config.ClientOptimizerConfig: f'client optimizer {config.client.optimizer.name!r}',
-    **{
-      e.options: f'client optimizer {config.client.optimizer.name!r}'
+  server = optimizer_config.SERVER_OPTIMIZERS[config.server.name]
+  client = optimizer_config.CLIENT_OPTIMIZERS[config.client.optimizer.name]
+  by_client = f'by client optimizer {config.client.optimizer.name!r}'
+  parts = [  # (component, why its flags are ignored, the fields read)
+    (
+      task_config.TaskConfig,
+      f'by task {config.task.name!r}',
+      catalog.TASKS[config.task.name].reads,
+    ),
+    (
+      optimizer_config.ServerOptimizerConfig,
+      f'by server optimizer {config.server.name!r}',
+      ('name', 'learning_rate', *server.hparams),
+    ),
+    (
+      optimizer_config.ClientOptimizerConfig,
+      by_client,
+      ('name', *client.hparams, *(('learning_rate',) if client.reads_learning_rate else ())),
+    ),
+    *[
+      (e.options, by_client, [f.name for f in dataclasses.fields(e.options)] if e is client else ())
       for e in optimizer_config.CLIENT_OPTIMIZERS.values()
-      if e.options
-    },
-    aggregator_config.CompressionConfig: None,
-  }
-  for cls, owner in owners.items():
-    for field, found in settings.declared(cls):
-      if FLAGS[found.flag].present and field not in read[cls] and found.flag != 'compression':
-        lines.append(
-          f'--{found.flag} is ignored ' + (f'by {owner}' if owner else 'without --compression')
-        )
+      if e.options is not None
+    ],
+    (
+      aggregator_config.CompressionConfig,
+      'without --compression',
+      ('name', *(('bits', 'threshold') if config.compression is not None else ())),
+    ),
+  ]
+  lines = [
+    f'--{found.flag} is ignored {why}'
+    for cls, why, read in parts
+    for field, found in settings.declared(cls)
+    if FLAGS[found.flag].present and field not in read
+  ]
   lines += privacy_config.ignored_flags(config.dp, {f: FLAGS[f].present for f in DECLARED})
   if config.dp is not None and FLAGS.client_weighting != algorithm_config.UNIFORM_WEIGHTING:
     if FLAGS['client_weighting'].present:
@@ -198,12 +158,12 @@ def _values(cls: type) -> dict[str, Any]:
 
 
 def _check_flags(algorithm: str) -> None:
-  """Every flag's own check (choices, finite float32, range), in declaration order; an
-  algorithm's own flags only when it is the chosen one (unless `Setting.always`)."""
+  """Every flag's own check, in declaration order: choices, finite float32, range (an
+  algorithm's own ranges only when it is the chosen one, unless `Setting.always`)."""
   chosen = algorithm_config.ALGORITHMS[algorithm].hparams
-  for cls, kind in COMPONENTS:
+  for cls, _ in COMPONENTS:
     for _, found in settings.declared(cls):
-      if found.choices is not None and (kind != 'algorithm' or cls is chosen):
+      if found.choices is not None:
         settings.check(
           dataclasses.replace(found, check=None), FLAGS[found.flag].value, registry.unknown_message
         )
@@ -234,16 +194,6 @@ def _choice(name: str) -> str:
       'FedAvgM, FedAdagrad, FedAdam and FedYogi by their server optimizer)'
     )
   return settings.check(DECLARED[name], value, registry.unknown_message)
-
-
-def _name_the_flag(message: str, cls: type, label: str = '') -> str:
-  """'momentum must be in [0, 1), got 1.5' -> '--server_momentum must be in [0, 1), got 1.5':
-  a dataclass's own error about field F (worded `<label>F ...`) in its flag's terms."""
-  fields = {f'{label}{field}': found.flag for field, found in settings.declared(cls)}
-  for field in sorted(fields, key=len, reverse=True):
-    if message.startswith((f'{field} ', f'{field}=')):
-      return f'--{fields[field]}' + message[len(field) :]
-  return message
 
 
 def _engine_options(engine: str) -> engine_config.EngineOptions:
@@ -288,76 +238,6 @@ def _runtime(engine: str, options: engine_config.EngineOptions) -> experiment.Ru
   )
 
 
-def _dp(
-  clients_per_round: int, algorithm: str, engine: str, runtime
-) -> privacy_config.DPConfig | None:
-  """--dp's config (None for --dp=none), checked against the algorithm, clients and engine."""
-  if FLAGS.dp == privacy_config.NO_DP:
-    return None
-  refusal = algorithm_config.dp_refusal(algorithm)
-  if refusal is not None:
-    raise ValueError(f'--dp={FLAGS.dp}: {refusal}')
-  try:
-    dp = settings.from_flags(privacy_config.DPConfig, _values(privacy_config.DPConfig))
-    dp.check_clients_per_round(clients_per_round)
-  except ValueError as e:
-    raise ValueError(_name_the_flag(str(e), privacy_config.DPConfig)) from None
-  if dp.distributed and not engine_config.ENGINES[engine].secure_aggregation:
-    secure = ' or '.join(n for n, e in engine_config.ENGINES.items() if e.secure_aggregation)
-    raise ValueError(
-      f'--dp={dp.mechanism} needs --engine={secure} (got --engine={engine}): secure '
-      "aggregation is a TFF intrinsic, which only TFF's runtime computes"
-    )
-  if dp.distributed and (runtime.workers or runtime.local_workers is not None):
-    raise ValueError(
-      f'--dp={dp.mechanism} runs on one TFF worker: secure aggregation is simulated by TFF on '
-      'one worker, not merged across --workers or --local_workers'
-    )
-  return dp
-
-
-def _sampler(dp: privacy_config.DPConfig | None) -> str:
-  """--client_sampler; 'epoch' for --dp=tree, whose accounting needs each client at most once
-  per tree (another sampler given explicitly is refused), and not 'epoch' for the Gaussian
-  mechanisms, whose accounting needs a fresh uniform draw every round; any for distributed DP,
-  accounted without amplification by sampling."""
-  if dp is None or dp.distributed:
-    return FLAGS.client_sampler
-  if not dp.tree:
-    if FLAGS.client_sampler == 'epoch':
-      raise ValueError(
-        f'--dp={dp.mechanism} accounts m clients drawn afresh every round (amplification by '
-        'sampling), which --client_sampler=epoch does not do: use --client_sampler=tff or fast, '
-        'or --dp=tree'
-      )
-    return FLAGS.client_sampler
-  if FLAGS['client_sampler'].present and FLAGS.client_sampler != 'epoch':
-    raise ValueError(
-      f'--dp=tree needs --client_sampler=epoch (each client at most once per tree, the tree '
-      f'restarted every epoch), got --client_sampler={FLAGS.client_sampler}'
-    )
-  return 'epoch'
-
-
-def _compression(dp, algorithm: str) -> aggregator_config.CompressionConfig | None:
-  """--compression's config (None for none), checked against --dp and the algorithm."""
-  if FLAGS.compression == aggregator_config.NO_COMPRESSION:
-    return None
-  if dp is not None:
-    raise ValueError(
-      f'--compression={FLAGS.compression} cannot run with --dp={dp.mechanism}: quantising a '
-      'clipped update can raise its norm above the clip, and with it the sensitivity'
-    )
-  refusal = algorithm_config.compression_refusal(algorithm)
-  if refusal is not None:
-    raise ValueError(f'--compression={FLAGS.compression}: {refusal}')
-  values = _values(aggregator_config.CompressionConfig)
-  try:
-    return settings.from_flags(aggregator_config.CompressionConfig, values)
-  except ValueError as e:
-    raise ValueError(_name_the_flag(str(e), aggregator_config.CompressionConfig)) from None
-
-
 def _server(
   algorithm: str, dp, clients_per_round: int, defaults
 ) -> optimizer_config.ServerOptimizerConfig:
@@ -391,7 +271,9 @@ def _server(
     )
     optimizer_config.check_server_optimizer(server)  # the builder's checks, without building
   except ValueError as e:
-    raise ValueError(_name_the_flag(str(e), optimizer_config.ServerOptimizerConfig)) from None
+    raise ValueError(
+      settings.flag_message(str(e), optimizer_config.ServerOptimizerConfig)
+    ) from None
   return server
 
 
@@ -440,9 +322,9 @@ def _client(
       ),
     )
   except ValueError as e:
-    message = _name_the_flag(str(e), optimizer_config.ClientOptimizerConfig, 'client ')
+    message = settings.flag_message(str(e), optimizer_config.ClientOptimizerConfig, 'client ')
     raise ValueError(
-      _name_the_flag(message, algorithm_config.ClientTrainingConfig, 'client ')
+      settings.flag_message(message, algorithm_config.ClientTrainingConfig, 'client ')
     ) from None
 
 
@@ -487,8 +369,18 @@ def experiment_config_from_flags() -> ExperimentConfig:
   defaults = catalog.TASKS[FLAGS.task].defaults
   total_rounds = _or(FLAGS.total_rounds, defaults.total_rounds)
   clients_per_round = _or(FLAGS.clients_per_round, defaults.clients_per_round)
-  dp = _dp(clients_per_round, algorithm, engine, runtime)
-  compression = _compression(dp, algorithm)
+  secure = tuple(n for n, e in engine_config.ENGINES.items() if e.secure_aggregation)
+  dp = privacy_config.dp_from_flags(
+    _values(privacy_config.DPConfig),
+    clients_per_round,
+    algorithm_config.dp_refusal(algorithm),
+    (engine, secure, bool(runtime.workers or runtime.local_workers is not None)),
+  )
+  compression = aggregator_config.compression_from_flags(
+    _values(aggregator_config.CompressionConfig),
+    dp,
+    algorithm_config.compression_refusal(algorithm),
+  )
   server = _server(algorithm, dp, clients_per_round, defaults)
   client = _client(server.name, dp, total_rounds, defaults)
   run = algorithm_config.RunContext(total_rounds, client.epochs, client.max_epochs)
@@ -510,7 +402,9 @@ def experiment_config_from_flags() -> ExperimentConfig:
     clients_per_round=clients_per_round,
     total_rounds=total_rounds,
     seed=FLAGS.seed,
-    client_sampler=_sampler(dp),
+    client_sampler=privacy_config.client_sampler(
+      dp, FLAGS.client_sampler, FLAGS['client_sampler'].present
+    ),
     xla=options.jit_compile,
     runtime=runtime,
     hparams=_algorithm_hparams(algorithm, run, client.optimizer.name),
@@ -527,52 +421,12 @@ def experiment_name(config: ExperimentConfig, *, legacy: bool = False) -> str:
 
 
 CELL_FLAGS = cell_flags.CELL_FLAGS  # what grid cells (--cells) may set apart
+Cell, read_cells = cell_flags.Cell, cell_flags.read_cells
 
 
-@dataclasses.dataclass(frozen=True)
-class Cell:
-  """One line of a --cells file: its experiment name and flags."""
-
-  name: str
-  args: tuple[str, ...]
-
-
-def read_cells(path: str) -> list[Cell]:
-  """The cells of a --cells file: "NAME --flag=value ..." per line; blank and # lines skipped.
-
-  Raises:
-    ValueError: one line naming the file, the line and what is wrong (a missing file, a
-      repeated name, a flag other than `CELL_FLAGS`).
-  """
-  try:
-    with open(path) as f:
-      lines = f.read().splitlines()
-  except OSError as e:
-    raise ValueError(f'--cells: cannot read {path} ({e.strerror})') from None
-  cells = []
-  for number, line in enumerate(lines, 1):
-    words = shlex.split(line, comments=True)
-    if not words:
-      continue
-    name, args = words[0], tuple(words[1:])
-    if name.startswith('-'):
-      raise ValueError(f'--cells: {path} line {number}: starts with a flag, not a cell name')
-    for arg in args:
-      flag = arg.split('=', 1)[0].lstrip('-')
-      if not arg.startswith('--') or '=' not in arg or flag not in CELL_FLAGS:
-        raise ValueError(
-          f'--cells: {path} line {number}: {arg!r}; a cell sets only --name=value of '
-          f'{", ".join(CELL_FLAGS)}'
-        )
-    if name in {c.name for c in cells}:
-      raise ValueError(f'--cells: {path} line {number}: cell {name!r} named twice')
-    cells.append(Cell(name, args))
-  if not cells:
-    raise ValueError(f'--cells: {path} has no cells')
-  return cells
-
-
-def cell_configs(argv: list[str], cells: list[Cell]) -> tuple[list[ExperimentConfig], list[str]]:
+def cell_configs(
+  argv: list[str], cells: list[cell_flags.Cell]
+) -> tuple[list[ExperimentConfig], list[str]]:
   """Each cell's `ExperimentConfig`: `argv` (the command's flags) with the cell's over them,
   checked as the trainer checks one run's (`experiment_config_from_flags`), and the
   `ignored_flags` lines of every cell (prefixed with its name); FLAGS are left as the last

@@ -56,7 +56,7 @@ def test_help_lists_the_trainers_flags_by_section_and_exits_0():
   for title, names in trainer_flags.SECTIONS:  # in order, each flag under its section
     position = text.index(f'\n{title}:\n', position)
     for name in names:
-      default = trainer_flags.default_text(flags.FLAGS[name])
+      default = flag_reference.default_text(flags.FLAGS[name])
       position = text.index(f'\n  --{name} (default: {default})\n', position)
   assert '  --server_optimizer (default: sgd)\n      Server optimizer' in text
   assert 'helpfull' in text and '--tf_' not in text  # absl's and TF's flags stay in --helpfull

@@ -140,12 +140,13 @@ def test_a_flag_mistake_exits_2_without_tensorflow_or_tff(tmp_path, name):
 _DRIVER = """
 import json, sys
 from absl import flags
+from tff_adaptive.run import experiment
 from tff_adaptive.run import flags as trainer_flags
 flags.FLAGS(['trainer', *sys.argv[1:]])
 try:
   config = trainer_flags.experiment_config_from_flags()
   out = {
-    'record': trainer_flags.hparams_record(config),
+    'record': experiment.hparams_record(config),
     'name': trainer_flags.experiment_name(config),
     'ignored': trainer_flags.ignored_flags(config),
   }

@@ -8,6 +8,7 @@ import math
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -89,9 +90,15 @@ def test_the_wheel_installs_and_runs_the_readme_example(tmp_path):
   dependencies borrowed from this one's site-packages, the wheel installed from the file), it
   holds tff_adaptive.tasks and .datasets inside the package and runs the README example."""
   wheels = tmp_path / 'wheels'
+  source = tmp_path / 'source'  # a copy: setuptools writes build/ beside the sources it builds
+  source.mkdir()
+  for name in ('pyproject.toml', 'README.md'):
+    shutil.copy(REPO / name, source / name)
+  for name in ('tff_adaptive', 'tasks', 'datasets', 'run'):
+    shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns('__pycache__'))
   built = subprocess.run(
     [sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '-q', '-w', wheels]
-    + [str(REPO)],
+    + [str(source)],
     capture_output=True,
     text=True,
     timeout=300,

@@ -24,6 +24,7 @@ __all__ = [
   'at_least',
   'check',
   'declared',
+  'flag_message',
   'from_flags',
   'nonnegative',
   'positive',
@@ -128,6 +129,17 @@ def check(found: Setting, value: Any, unknown_message: Callable[[str, str, Any],
 def from_flags(cls: type, values: Mapping[str, Any], **fixed: Any) -> Any:
   """`cls(**fixed, **{field: values[its flag]})` for the fields `cls` declares."""
   return cls(**fixed, **{name: values[found.flag] for name, found in declared(cls)})
+
+
+def flag_message(message: str, cls: type, label: str = '') -> str:
+  """A dataclass's own error about its field F (worded `<label>F ...` or `<label>F=...`) in
+  the terms of F's flag: 'momentum must be in [0, 1), got 1.5' -> '--server_momentum must be in
+  [0, 1), got 1.5'. Other messages as they are."""
+  fields = {f'{label}{field}': found.flag for field, found in declared(cls)}
+  for field in sorted(fields, key=len, reverse=True):
+    if message.startswith((f'{field} ', f'{field}=')):
+      return f'--{fields[field]}' + message[len(field) :]
+  return message
 
 
 # -- Checks, worded as the trainer words a flag's. ---------------------------------------------

@@ -40,6 +40,7 @@ class CompressionConfig:
     'min and max, Suresh et al. 2017; metrics.csv gets compression_bits_per_client). Not with '
     '--dp; not for scaffold, fednova, adafedadam.',
     section='Compression',
+    choices=COMPRESSIONS,
   )
   bits: int = settings.setting(
     8, 'compression_bits', '--compression=uniform: bits per value, 1..16.', section='Compression'
@@ -68,3 +69,28 @@ class CompressionConfig:
 
   def record(self) -> dict[str, Any]:
     return {'name': self.name, 'bits': self.bits, 'threshold': self.threshold}
+
+
+def compression_from_flags(
+  values: dict[str, Any], dp: Any, algorithm_refusal: str | None
+) -> CompressionConfig | None:
+  """--compression's config from its flags' values (None for none), checked against --dp (a
+  `DPConfig` or None) and the algorithm (`algorithm_refusal`: why it cannot compress).
+
+  Raises:
+    ValueError: one line, in the trainer's flags.
+  """
+  name = values['compression']
+  if name == NO_COMPRESSION:
+    return None
+  if dp is not None:
+    raise ValueError(
+      f'--compression={name} cannot run with --dp={dp.mechanism}: quantising a clipped update '
+      'can raise its norm above the clip, and with it the sensitivity'
+    )
+  if algorithm_refusal is not None:
+    raise ValueError(f'--compression={name}: {algorithm_refusal}')
+  try:
+    return settings.from_flags(CompressionConfig, values)
+  except ValueError as e:
+    raise ValueError(settings.flag_message(str(e), CompressionConfig)) from None

@@ -237,8 +237,17 @@ class QFedAvgHParams:
     validation.check_nonnegative('q-FedAvg q', self.q)
 
 
-# The client optimizers whose step coefficients FedNova's normalisation is defined for.
-FEDNOVA_CLIENT_OPTIMIZERS = ('sgd', 'sgdm')
+def fednova_steps(name: str, entry: optimizer_config.ClientOptimizerEntry) -> bool:
+  """Whether FedNova's normalisation is defined for client optimizer `name`: plain or heavy-ball
+  SGD at the client learning rate (the step coefficients a_i of Wang et al. 2020), which reads
+  no options of its own but a momentum."""
+  del name
+  return entry.scalar_step and entry.reads_learning_rate and entry.options is None
+
+
+FEDNOVA_CLIENT_OPTIMIZERS = tuple(
+  n for n, e in optimizer_config.CLIENT_OPTIMIZERS.items() if fednova_steps(n, e)
+)
 # AdaFedAdam's aggregation weights: the paper's p_k I_k^alpha, or the authors' p_k F_k^alpha.
 ADAFEDADAM_WEIGHTINGS = ('paper', 'loss')
 
@@ -476,10 +485,11 @@ def _fedpa_check(run: RunContext) -> None:
 # docstrings say what is clipped: fedopt and fedprox u_i = x_t - x_i, fedpa the posterior delta).
 _THEIR_OWN = 'its aggregation is its own ({}), not a weighted mean of updates to compress'
 # name -> its entry.
+DEFAULT_ALGORITHM = 'fedopt'  # --algorithm's default: Reddi et al.'s FedOpt family
 ALGORITHMS: registry.Registry[AlgorithmEntry] = registry.Registry(
   'algorithm',
   {
-    'fedopt': AlgorithmEntry(_builder('fedopt')),
+    DEFAULT_ALGORITHM: AlgorithmEntry(_builder(DEFAULT_ALGORITHM)),
     'scaffold': AlgorithmEntry(
       _builder('scaffold'),
       takes_num_clients=True,
@@ -496,7 +506,7 @@ ALGORITHMS: registry.Registry[AlgorithmEntry] = registry.Registry(
     'fedprox': AlgorithmEntry(_builder('fedprox'), FedProxHParams),
     'fednova': AlgorithmEntry(
       _builder('fednova'),
-      client_optimizers=lambda name, entry: name in FEDNOVA_CLIENT_OPTIMIZERS,
+      client_optimizers=fednova_steps,
       client_reason='its normalisation is defined for {valid}',
       dp_refusal="its clients' step counts a_i (which grow with their data) scale the update "
       'through tau_eff unclipped and without noise',

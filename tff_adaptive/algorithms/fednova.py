@@ -28,6 +28,7 @@ from tff_adaptive import aggregators
 from tff_adaptive.algorithms import base
 from tff_adaptive.algorithms.config import FEDNOVA_CLIENT_OPTIMIZERS as CLIENT_OPTIMIZERS
 from tff_adaptive.core import tree
+from tff_adaptive.optimizers import config as optimizer_config
 
 
 def local_steps_norm(tau: tf.Tensor, momentum: float) -> tf.Tensor:
@@ -61,7 +62,8 @@ class _FedNova(base.Algorithm):
         f"fednova normalises by the client optimizer's step coefficients, defined for "
         f'{", ".join(CLIENT_OPTIMIZERS)}; got client optimizer {name!r}'
       )
-    self.momentum = self.client.optimizer.momentum if name == 'sgdm' else 0.0
+    reads_momentum = 'momentum' in optimizer_config.CLIENT_OPTIMIZERS[name].hparams
+    self.momentum = self.client.optimizer.momentum if reads_momentum else 0.0
 
   def client_result(self, result):
     a = local_steps_norm(result.num_steps, self.momentum)

@@ -64,6 +64,66 @@ def ignored_flags(dp: DPConfig | None, present: dict[str, bool]) -> list[str]:
   return lines
 
 
+def dp_from_flags(
+  values: dict[str, Any],
+  clients_per_round: int,
+  algorithm_refusal: str | None,
+  engine: tuple[str, tuple[str, ...], bool],
+) -> DPConfig | None:
+  """--dp's config from its flags' values (None for --dp=none), checked against the algorithm
+  (`algorithm_refusal`: why it cannot run under DP), the clients per round and the engine
+  (its name, the engines that compute secure aggregation, whether TFF workers run it).
+
+  Raises:
+    ValueError: one line, in the trainer's flags.
+  """
+  if values['dp'] == NO_DP:
+    return None
+  if algorithm_refusal is not None:
+    raise ValueError(f'--dp={values["dp"]}: {algorithm_refusal}')
+  try:
+    dp = settings.from_flags(DPConfig, values)
+    dp.check_clients_per_round(clients_per_round)
+  except ValueError as e:
+    raise ValueError(settings.flag_message(str(e), DPConfig)) from None
+  name, secure, on_workers = engine
+  if dp.distributed and name not in secure:
+    raise ValueError(
+      f'--dp={dp.mechanism} needs --engine={" or ".join(secure)} (got --engine={name}): secure '
+      "aggregation is a TFF intrinsic, which only TFF's runtime computes"
+    )
+  if dp.distributed and on_workers:
+    raise ValueError(
+      f'--dp={dp.mechanism} runs on one TFF worker: secure aggregation is simulated by TFF on '
+      'one worker, not merged across --workers or --local_workers'
+    )
+  return dp
+
+
+def client_sampler(dp: DPConfig | None, sampler: str, given: bool) -> str:
+  """The client sampler a run with `dp` accounts (`sampler`: --client_sampler, `given`: whether
+  it was given): 'epoch' for tree, whose accounting needs each client at most once per tree
+  (another sampler given explicitly is refused), not 'epoch' for the Gaussian mechanisms, whose
+  accounting needs a fresh uniform draw every round; any for distributed DP, accounted without
+  amplification by sampling."""
+  if dp is None or dp.distributed:
+    return sampler
+  if not dp.tree:
+    if sampler == 'epoch':
+      raise ValueError(
+        f'--dp={dp.mechanism} accounts m clients drawn afresh every round (amplification by '
+        'sampling), which --client_sampler=epoch does not do: use --client_sampler=tff or fast, '
+        'or --dp=tree'
+      )
+    return sampler
+  if given and sampler != 'epoch':
+    raise ValueError(
+      f'--dp=tree needs --client_sampler=epoch (each client at most once per tree, the tree '
+      f'restarted every epoch), got --client_sampler={sampler}'
+    )
+  return 'epoch'
+
+
 def noise_variance(
   dp: DPConfig | None, server: str, clients_per_round: int, second_moment_servers: tuple
 ) -> float:
@@ -133,6 +193,7 @@ class DPConfig:
     '(--client_weighting=uniform); metrics.csv gets dp_epsilon after every round. fedopt, '
     'fedprox and fedpa only.',
     section=_SECTION,
+    choices=DP_MECHANISMS,
   )
   noise_multiplier: float = settings.setting(
     1.0,
