@@ -45,30 +45,40 @@ from absl import logging
 
 from reproductions import cell_runner
 from reproductions import publish
+from reproductions.dp_fedopt.published import SETTINGS as STUDY
 
-flags.DEFINE_integer('rounds', 200, 'Rounds per cell.')
+# The defaults of the flags that change the numbers: the study's fixed setting (published.py).
+flags.DEFINE_integer('rounds', STUDY['rounds'], 'Rounds per cell.')
 flags.DEFINE_list(
-  'noise_multipliers', ['1.5', '2.5', '4.0'], 'Noise multipliers z of the DP cells.'
+  'noise_multipliers', list(STUDY['noise_multipliers']), 'Noise multipliers z of the DP cells.'
 )
 flags.DEFINE_list(
   'compression_bits',
-  ['8', '4'],
+  list(STUDY['compression_bits']),
   'Bits of the quantised-upload cells (no DP), one cell each per server.',
 )
-flags.DEFINE_integer('num_clients', 1000, 'Clients N.')
-flags.DEFINE_integer('examples_per_client', 60, 'Examples per client (80% to train).')
-flags.DEFINE_float('dirichlet_alpha', 1.0, 'Dirichlet label concentration.')
-flags.DEFINE_integer('clients_per_round', 50, 'Clients per round m.')
-flags.DEFINE_float('client_learning_rate', 0.1, 'Client SGD learning rate.')
-flags.DEFINE_float('clip', 0.25, 'Fixed clip C.')
-flags.DEFINE_float('initial_clip', 0.1, "The adaptive clip's initial C.")
-flags.DEFINE_float(
-  'fedadam_lr', 0.03, "FedAdam's server learning rate (a 60-round pilot at z = 1: see the README)."
+flags.DEFINE_integer('num_clients', STUDY['num_clients'], 'Clients N.')
+flags.DEFINE_integer(
+  'examples_per_client', STUDY['examples_per_client'], 'Examples per client (80% to train).'
 )
-flags.DEFINE_float('tau', 1e-3, "FedAdam's tau.")
-flags.DEFINE_integer('seed', 1, 'Seed of every cell (data partition, sampling, noise).')
+flags.DEFINE_float('dirichlet_alpha', STUDY['dirichlet_alpha'], 'Dirichlet label concentration.')
+flags.DEFINE_integer('clients_per_round', STUDY['clients_per_round'], 'Clients per round m.')
+flags.DEFINE_float(
+  'client_learning_rate', STUDY['client_learning_rate'], 'Client SGD learning rate.'
+)
+flags.DEFINE_float('clip', STUDY['clip'], 'Fixed clip C.')
+flags.DEFINE_float('initial_clip', STUDY['initial_clip'], "The adaptive clip's initial C.")
+flags.DEFINE_float(
+  'fedadam_lr',
+  STUDY['fedadam_lr'],
+  "FedAdam's server learning rate (a 60-round pilot at z = 1: see the README).",
+)
+flags.DEFINE_float('tau', STUDY['tau'], "FedAdam's tau.")
+flags.DEFINE_integer('seed', STUDY['seed'], 'Seed of every cell (data partition, sampling, noise).')
 flags.DEFINE_integer('parallel', 2, 'Trainers at once (each on one TF thread).')
-flags.DEFINE_integer('rounds_per_eval', 10, 'Evaluate every this many rounds.')
+flags.DEFINE_integer(
+  'rounds_per_eval', STUDY['rounds_per_eval'], 'Evaluate every this many rounds.'
+)
 flags.DEFINE_integer('rounds_per_checkpoint', 25, 'Checkpoint every this many rounds.')
 cell_runner.define_output_flags('runs/dp_fmnist')
 flags.adopt_module_key_flags(cell_runner)  # listed in --help with the driver's own
