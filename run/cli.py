@@ -5,21 +5,22 @@
   tff-adaptive worker --port=PORT [--host=ADDRESS]  one TFF worker, for train --workers=...
   tff-adaptive samples --data_dir=DIR               small stand-ins of TFF's data files
   tff-adaptive fetch --data_dir=DIR --dataset=NAME  TFF's data files (needs the network)
-  tff-adaptive reproduce PAPER [STUDY] [FLAGS]      a paper's reproduction (from a checkout)
+  tff-adaptive reproduce PAPER STUDY [FLAGS]        a paper's reproduction (from a checkout)
 
 Installed by `pip install` of the package (`[project.scripts]` in pyproject.toml); in a checkout
 set up by tools/setup.sh it is `.venv/bin/tff-adaptive`, and each subcommand is the same program
 as `.venv/bin/python -m run.federated_trainer`, `-m run.summarize`, `-m run.worker`,
 `-m tff_adaptive.datasets.samples`, `-m tff_adaptive.datasets.fetch`. The reproductions are the
-repository's (their presets and committed results are not in the package): `reproduce` runs
-`reproductions.<PAPER>.<STUDY>` of the checkout it is started in.
+repository's (their presets and committed results are not in the package): `reproduce PAPER
+STUDY` is `python -m reproductions.<PAPER> STUDY` of the checkout it is started in (the paper's
+`__main__` dispatch: `reproduce PAPER --help` lists its studies).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
-import pkgutil
 import runpy
 import sys
 
@@ -34,7 +35,6 @@ SUBCOMMANDS = {
   'fetch': 'tff_adaptive.datasets.fetch',
 }
 REPRODUCE = 'reproduce'
-DEFAULT_STUDY = 'reproduce'
 
 
 def _fail(message: str) -> int:
@@ -66,17 +66,9 @@ def _checkout() -> str | None:
   return None
 
 
-def _studies(folder: str) -> list[str]:
-  """The drivers of a paper's folder: its modules that run as a program."""
-  found = []
-  for module in pkgutil.iter_modules([folder]):
-    with open(os.path.join(folder, f'{module.name}.py'), encoding='utf-8') as f:
-      if "if __name__ == '__main__':" in f.read():
-        found.append(module.name)
-  return sorted(found)
-
-
 def _reproduce(args: list[str]) -> int:
+  """`reproduce PAPER [STUDY] [FLAGS]`: the paper's `__main__` dispatch (`reproductions.studies`)
+  with `[STUDY] [FLAGS]`, so the studies are those of `python -m reproductions.<PAPER>`."""
   checkout = _checkout()
   if checkout is None:
     return _fail(
@@ -85,25 +77,17 @@ def _reproduce(args: list[str]) -> int:
     )
   root = os.path.join(checkout, 'reproductions')
   papers = sorted(
-    name
-    for name in os.listdir(root)
-    if os.path.isfile(os.path.join(root, name, '__init__.py'))
-    and _studies(os.path.join(root, name))
+    name for name in os.listdir(root) if os.path.isfile(os.path.join(root, name, '__main__.py'))
   )
   if not args or args[0].startswith('-'):
     return _fail(f'reproduce needs a PAPER; valid: {", ".join(papers)}')
   paper, rest = args[0], args[1:]
   if paper not in papers:
     return _fail(f'reproduce: unknown PAPER {paper!r}; valid: {", ".join(papers)}')
-  studies = _studies(os.path.join(root, paper))
-  study = DEFAULT_STUDY
-  if rest and not rest[0].startswith('-'):
-    study, rest = rest[0], rest[1:]
-  if study not in studies:
-    return _fail(f'reproduce {paper}: unknown STUDY {study!r}; valid: {", ".join(studies)}')
   if checkout not in sys.path:
     sys.path.insert(0, checkout)
-  return _run_module(f'reproductions.{paper}.{study}', f'tff-adaptive reproduce {paper}', rest)
+  dispatch = importlib.import_module(f'reproductions.{paper}.__main__')
+  return dispatch.main(rest, prog=f'tff-adaptive reproduce {paper}')
 
 
 def main(argv: list[str] | None = None) -> int:

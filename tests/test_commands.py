@@ -74,12 +74,17 @@ def test_help_lists_every_subcommand_and_a_wrong_one_is_one_line():
 
 
 def test_reproduce_runs_a_papers_driver_and_names_the_valid_ones():
+  """`reproduce PAPER STUDY` is the paper's `python -m reproductions.<PAPER> STUDY`: the same
+  study names, and the study's own flags after it."""
   papers = _cli('reproduce', 'nope')
   assert papers.returncode == 2 and len(papers.stderr.strip().splitlines()) == 1
   assert "unknown PAPER 'nope'; valid: alshedivat2021_fedpa, dp_fedopt, " in papers.stderr
   studies = _cli('reproduce', 'alshedivat2021_fedpa', 'nope')
-  assert 'valid: least_squares, regimes, reproduce_fmnist' in studies.stderr
-  shown = _cli('reproduce', 'kim2024_delta_sgd', '--help')
+  assert studies.returncode == 2 and len(studies.stderr.strip().splitlines()) == 1
+  assert "unknown STUDY 'nope'; valid: fmnist, least_squares, regimes" in studies.stderr
+  listed = _cli('reproduce', 'kim2024_delta_sgd', '--help')
+  assert listed.returncode == 0 and '\n  table1 ' in listed.stdout and 'step_sizes' in listed.stdout
+  shown = _cli('reproduce', 'kim2024_delta_sgd', 'table1', '--help')
   assert shown.returncode == 0 and '--runs_dir' in shown.stdout
 
 
