@@ -102,10 +102,31 @@ def pachinko_allocation_partition(
   alpha = _check_concentration('alpha', alpha)
   beta = _check_concentration('beta', beta)
   seed = _check_int('seed', seed, 0)
+  parent, children = _label_tree(fine, coarse)
+  fine_counts = np.bincount(fine, minlength=parent.size)
+  rng = np.random.default_rng(seed)
+  # One shuffled pool per fine label; pools[y][taken[y]:] are its unassigned examples.
+  pools = [rng.permutation(np.flatnonzero(fine == y)) for y in range(parent.size)]
+  taken = np.zeros(parent.size, dtype=np.int64)
+  partition = []
+  for _ in range(num_clients):
+    counts = _client_counts(
+      fine_counts - taken, parent, children, examples_per_client, alpha, beta, rng
+    )
+    parts = [pools[y][taken[y] : taken[y] + counts[y]] for y in np.flatnonzero(counts)]
+    taken += counts
+    partition.append(np.sort(np.concatenate(parts)).astype(np.int64))
+  return partition
 
+
+def _label_tree(fine: np.ndarray, coarse: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+  """(coarse label of each fine label, the fine labels of each coarse label).
+
+  Raises:
+    ValueError: a fine label appears under two coarse labels.
+  """
   num_fine = int(fine.max()) + 1
   num_coarse = int(coarse.max()) + 1
-  fine_counts = np.bincount(fine, minlength=num_fine)
   parent = np.full(num_fine, -1, dtype=np.int64)  # coarse label of each fine label
   parent[fine] = coarse
   inconsistent = np.flatnonzero(parent[fine] != coarse)
@@ -115,32 +136,27 @@ def pachinko_allocation_partition(
       f'fine label {y} appears with coarse labels {sorted(set(coarse[fine == y].tolist()))}; '
       'expected every fine label to belong to exactly one coarse label'
     )
-  children = [np.flatnonzero(parent == c) for c in range(num_coarse)]
+  return parent, [np.flatnonzero(parent == c) for c in range(num_coarse)]
 
-  rng = np.random.default_rng(seed)
-  # One shuffled pool per fine label; pools[y][taken[y]:] are its unassigned examples.
-  pools = [rng.permutation(np.flatnonzero(fine == y)) for y in range(num_fine)]
-  taken = np.zeros(num_fine, dtype=np.int64)
-  partition = []
-  for _ in range(num_clients):
-    fine_left = fine_counts - taken
-    coarse_left = np.bincount(
-      parent[fine_left > 0], weights=fine_left[fine_left > 0], minlength=num_coarse
-    ).astype(np.int64)
-    in_graph = np.flatnonzero(coarse_left > 0)  # G[r]
-    theta_r = np.zeros(num_coarse)
-    theta_r[in_graph] = rng.dirichlet(np.full(in_graph.size, alpha))
-    # theta_c for every coarse label in G, in label order (Algorithm 7 draws them all).
-    theta_c = {}
-    for c in in_graph:
-      kids = children[c][fine_left[children[c]] > 0]  # G[c]
-      theta_c[c] = (kids, rng.dirichlet(np.full(kids.size, beta)))
-    coarse_draws = sample_class_counts(theta_r, coarse_left, examples_per_client, rng)
-    counts = np.zeros(num_fine, dtype=np.int64)
-    for c in np.flatnonzero(coarse_draws):
-      kids, probs = theta_c[c]
-      counts[kids] = sample_class_counts(probs, fine_left[kids], int(coarse_draws[c]), rng)
-    parts = [pools[y][taken[y] : taken[y] + counts[y]] for y in np.flatnonzero(counts)]
-    taken += counts
-    partition.append(np.sort(np.concatenate(parts)).astype(np.int64))
-  return partition
+
+def _client_counts(fine_left, parent, children, examples_per_client, alpha, beta, rng):
+  """One client's examples per fine label (Algorithm 7): theta_r over the coarse labels with
+  examples left, theta_c over each one's fine labels with examples left, then N draws."""
+  num_coarse = len(children)
+  coarse_left = np.bincount(
+    parent[fine_left > 0], weights=fine_left[fine_left > 0], minlength=num_coarse
+  ).astype(np.int64)
+  in_graph = np.flatnonzero(coarse_left > 0)  # G[r]
+  theta_r = np.zeros(num_coarse)
+  theta_r[in_graph] = rng.dirichlet(np.full(in_graph.size, alpha))
+  # theta_c for every coarse label in G, in label order (Algorithm 7 draws them all).
+  theta_c = {}
+  for c in in_graph:
+    kids = children[c][fine_left[children[c]] > 0]  # G[c]
+    theta_c[c] = (kids, rng.dirichlet(np.full(kids.size, beta)))
+  coarse_draws = sample_class_counts(theta_r, coarse_left, examples_per_client, rng)
+  counts = np.zeros(parent.size, dtype=np.int64)
+  for c in np.flatnonzero(coarse_draws):
+    kids, probs = theta_c[c]
+    counts[kids] = sample_class_counts(probs, fine_left[kids], int(coarse_draws[c]), rng)
+  return counts

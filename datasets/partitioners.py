@@ -105,6 +105,28 @@ def sample_class_counts(
   return counts
 
 
+def _client_sizes(num_examples: int, num_clients, examples_per_client) -> list[int]:
+  """Each client's number of examples (`dirichlet_label_partition`'s sizes), checked."""
+  num_clients = _check_int('num_clients', num_clients, 1)
+  if examples_per_client is None:
+    if num_clients > num_examples:
+      raise ValueError(
+        f'num_clients={num_clients} is invalid with '
+        f'examples_per_client=None; expected <= len(labels)={num_examples}'
+      )
+    return [
+      num_examples // num_clients + (k < num_examples % num_clients) for k in range(num_clients)
+    ]
+  examples_per_client = _check_int('examples_per_client', examples_per_client, 1)
+  if num_clients * examples_per_client > num_examples:
+    raise ValueError(
+      f'num_clients * examples_per_client = {num_clients} * {examples_per_client} = '
+      f'{num_clients * examples_per_client} is invalid; expected <= '
+      f'len(labels)={num_examples}'
+    )
+  return [examples_per_client] * num_clients
+
+
 def dirichlet_label_partition(
   labels: np.ndarray,
   num_clients: int,
@@ -135,25 +157,7 @@ def dirichlet_label_partition(
   """
   labels = check_labels('labels', labels)
   num_examples = labels.size
-  num_clients = _check_int('num_clients', num_clients, 1)
-  if examples_per_client is None:
-    if num_clients > num_examples:
-      raise ValueError(
-        f'num_clients={num_clients} is invalid with '
-        f'examples_per_client=None; expected <= len(labels)={num_examples}'
-      )
-    sizes = [
-      num_examples // num_clients + (k < num_examples % num_clients) for k in range(num_clients)
-    ]
-  else:
-    examples_per_client = _check_int('examples_per_client', examples_per_client, 1)
-    if num_clients * examples_per_client > num_examples:
-      raise ValueError(
-        f'num_clients * examples_per_client = {num_clients} * {examples_per_client} = '
-        f'{num_clients * examples_per_client} is invalid; expected <= '
-        f'len(labels)={num_examples}'
-      )
-    sizes = [examples_per_client] * num_clients
+  sizes = _client_sizes(num_examples, num_clients, examples_per_client)
   if (
     isinstance(alpha, bool)
     or not isinstance(alpha, numbers.Real)

@@ -220,102 +220,130 @@ def _send_if_open(sock: socket.socket, message: dict) -> None:
     pass
 
 
-def _serve_requests(
-  owner: socket.socket, listener: socket.socket | None, ready: dict, record: str | None
-) -> None:
-  done = set()  # the lines of `record` already read
-  converted = lines = 0  # functions converted here so far; lines the children recorded
-  signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's, not the server's, to act on
-  wake_r, wake_w = os.pipe()
-  os.set_blocking(wake_r, False)
-  os.set_blocking(wake_w, False)
-  signal.set_wakeup_fd(wake_w)
-  signal.signal(signal.SIGCHLD, lambda *_: None)
-  callers = [owner]  # the process that started the server, then those sharing it
-  # pid -> (the number of its request, its caller, its death signal); pids are reused, request
-  # numbers are not.
-  children = {}
-  requests = 0
+class _RequestServer:
+  """The server's loop: forks a child per request of its callers (the owner, and those that
+  share it through `listener`), reaps the children and tells each caller when its child ends."""
 
-  def reply(caller: socket.socket, message: dict) -> None:
+  def __init__(
+    self, owner: socket.socket, listener: socket.socket | None, ready: dict, record: str | None
+  ):
+    self.owner, self.listener, self.ready, self.record = owner, listener, ready, record
+    self.done = set()  # the lines of `record` already read
+    self.converted = self.lines = 0  # functions converted here so far; lines children recorded
+    self.callers = [owner]  # the process that started the server, then those sharing it
+    # pid -> (the number of its request, its caller, its death signal); pids are reused,
+    # request numbers are not.
+    self.children = {}
+    self.requests = 0
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller's, not the server's, to act on
+    self.wake_r, self.wake_w = os.pipe()
+    os.set_blocking(self.wake_r, False)
+    os.set_blocking(self.wake_w, False)
+    signal.set_wakeup_fd(self.wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+
+  def reply(self, caller: socket.socket, message: dict) -> None:
     # The owner's socket failing ends the server; a sharer may have gone meanwhile.
-    if caller is owner:
-      _send(owner, message)
-    elif caller in callers:
+    if caller is self.owner:
+      _send(self.owner, message)
+    elif caller in self.callers:
       _send_if_open(caller, message)
 
-  _send(owner, ready)
-  while True:
-    waiting = [*callers, wake_r, *([] if listener is None else [listener])]
-    readable, _, _ = select.select(waiting, [], [])
-    if wake_r in readable:
-      while True:
-        try:
-          if not os.read(wake_r, 512):
-            break
-        except BlockingIOError:
+  def serve(self) -> None:
+    """Until the owner closes its socket (or dies)."""
+    _send(self.owner, self.ready)
+    while True:
+      waiting = [*self.callers, self.wake_r, *([] if self.listener is None else [self.listener])]
+      readable, _, _ = select.select(waiting, [], [])
+      if self.wake_r in readable:
+        self._drain_wakeups()
+      self._reap()
+      if self.listener is not None and self.listener in readable:
+        caller, _ = self.listener.accept()
+        self.callers.append(caller)
+        _send_if_open(caller, self.ready)
+      for caller in [c for c in self.callers if c in readable]:
+        if not self._handle(caller):
+          return
+
+  def _drain_wakeups(self) -> None:
+    while True:
+      try:
+        if not os.read(self.wake_r, 512):
           break
-    while children:
+      except BlockingIOError:
+        break
+
+  def _reap(self) -> None:
+    while self.children:
       pid, status, usage = os.wait4(-1, os.WNOHANG)
       if not pid:
         break
-      number, caller, _ = children.pop(pid)
+      number, caller, _ = self.children.pop(pid)
       cpu_s = usage.ru_utime + usage.ru_stime
-      reply(caller, {'exit': number, 'code': os.waitstatus_to_exitcode(status), 'cpu_s': cpu_s})
-    if listener is not None and listener in readable:
-      caller, _ = listener.accept()
-      callers.append(caller)
-      _send_if_open(caller, ready)
-    for caller in [c for c in callers if c in readable]:
-      try:
-        data, fds, _, _ = socket.recv_fds(caller, 1 << 20, 3)
-      except OSError:
-        if caller is owner:
-          raise
-        data, fds = b'', []
-      if not data:  # the caller closed the socket or died
-        if caller is owner:
-          return
-        # As if its own server had ended: its children that asked for a death signal get it.
-        callers.remove(caller)
-        caller.close()
-        for pid, (_, of, death_signal) in children.items():
-          if of is caller and death_signal:
-            try:
-              os.kill(pid, death_signal)
-            except ProcessLookupError:
-              pass
-        continue
-      request = {**json.loads(data), 'server_pid': os.getpid(), 'autograph_record': record}
-      if record:
-        now, lines = autograph_cache.convert_recorded(record, done)
-        converted += now
-        if _runtime_started():  # never expected: conversion is pure Python
-          raise ServerError('converting AutoGraph functions started the TensorFlow runtime')
-      sys.stdout.flush()
-      sys.stderr.flush()
-      pid = os.fork()
-      if pid == 0:  # pragma: no cover
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python starts
-        for fd in (wake_r, wake_w, *(c.fileno() for c in callers)):
-          os.close(fd)
-        if listener is not None:
-          os.close(listener.fileno())
-        _run_child(request, fds)
-      for fd in fds:
+      code = os.waitstatus_to_exitcode(status)
+      self.reply(caller, {'exit': number, 'code': code, 'cpu_s': cpu_s})
+
+  def _handle(self, caller: socket.socket) -> bool:
+    """Reads one request of `caller` and forks its child; False when the owner has gone."""
+    try:
+      data, fds, _, _ = socket.recv_fds(caller, 1 << 20, 3)
+    except OSError:
+      if caller is self.owner:
+        raise
+      data, fds = b'', []
+    if not data:  # the caller closed the socket or died
+      if caller is self.owner:
+        return False
+      self._forget(caller)
+      return True
+    request = {**json.loads(data), 'server_pid': os.getpid(), 'autograph_record': self.record}
+    if self.record:
+      now, self.lines = autograph_cache.convert_recorded(self.record, self.done)
+      self.converted += now
+      if _runtime_started():  # never expected: conversion is pure Python
+        raise ServerError('converting AutoGraph functions started the TensorFlow runtime')
+    pid = self._fork(request, fds)
+    self.requests += 1
+    self.children[pid] = (self.requests, caller, request['death_signal'])
+    autograph = {'converted': self.converted, 'recorded': self.lines}
+    self.reply(caller, {'started': pid, 'number': self.requests, 'autograph': autograph})
+    return True
+
+  def _forget(self, caller: socket.socket) -> None:
+    """As if a sharer's own server had ended: its children that asked for a death signal
+    get it."""
+    self.callers.remove(caller)
+    caller.close()
+    for pid, (_, of, death_signal) in self.children.items():
+      if of is caller and death_signal:
+        try:
+          os.kill(pid, death_signal)
+        except ProcessLookupError:
+          pass
+
+  def _fork(self, request: dict, fds: list[int]) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover
+      signal.set_wakeup_fd(-1)
+      signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+      signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python starts
+      for fd in (self.wake_r, self.wake_w, *(c.fileno() for c in self.callers)):
         os.close(fd)
-      requests += 1
-      children[pid] = (requests, caller, request['death_signal'])
-      reply(
-        caller,
-        {
-          'started': pid,
-          'number': requests,
-          'autograph': {'converted': converted, 'recorded': lines},
-        },
-      )
+      if self.listener is not None:
+        os.close(self.listener.fileno())
+      _run_child(request, fds)
+    for fd in fds:
+      os.close(fd)
+    return pid
+
+
+def _serve_requests(
+  owner: socket.socket, listener: socket.socket | None, ready: dict, record: str | None
+) -> None:
+  _RequestServer(owner, listener, ready, record).serve()
 
 
 # ---------------------------------------------------------------------------------------------

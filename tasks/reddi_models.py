@@ -31,6 +31,7 @@ Initialisers are the authors' (seeded per layer with ``seed + offset`` when ``se
 from __future__ import annotations
 
 from collections.abc import Sequence
+import functools
 
 import tensorflow as tf
 
@@ -255,6 +256,28 @@ def _conv(
   )
 
 
+def _norm_relu(groups: int, x, name: str):
+  x = layers.GroupNormalization(groups=groups, name=f'{name}_gn')(x)
+  return layers.ReLU(name=f'{name}_relu')(x)
+
+
+def _basic_block(x, conv, counter, stride: int, first: bool, groups: int, name: str):
+  """A pre-activation basic block: GN-ReLU-conv3x3, GN-ReLU-conv3x3, plus the input (through
+  conv1x1 + GN when the shape changes); the very first block starts with its conv.
+  `conv(kernel, stride, index, name, ...)` builds a convolution of the block's filters."""
+  shortcut = x
+  y = x if first else _norm_relu(groups, x, f'{name}_a')
+  y = conv(3, stride, offset=next(counter), name=f'{name}_conv_a')(y)
+  y = _norm_relu(groups, y, f'{name}_b')
+  y = conv(3, 1, offset=next(counter), name=f'{name}_conv_b')(y)
+  if stride > 1 or shortcut.shape[-1] != y.shape[-1]:
+    shortcut = conv(1, stride, offset=next(counter), name=f'{name}_shortcut', padding='valid')(
+      shortcut
+    )
+    shortcut = layers.GroupNormalization(groups=groups, name=f'{name}_shortcut_gn')(shortcut)
+  return layers.Add(name=f'{name}_add')([shortcut, y])
+
+
 def build_resnet18_gn(
   num_classes: int,
   seed: int | None = None,
@@ -298,11 +321,7 @@ def build_resnet18_gn(
   if not weight_decay >= 0:
     raise ValueError(f'weight_decay={weight_decay!r} is invalid; expected >= 0')
   counter = iter(range(10_000))
-
-  def norm_relu(x, name):
-    x = layers.GroupNormalization(groups=groups, name=f'{name}_gn')(x)
-    return layers.ReLU(name=f'{name}_relu')(x)
-
+  norm_relu = functools.partial(_norm_relu, groups)
   inputs = tf.keras.Input(shape=tuple(image_shape), dtype=tf.uint8)
   x = CifarPreprocessing(crop_size, name='preprocess')(inputs)
   x = _conv(64, 7, 2, seed, next(counter), weight_decay, 'stem_conv')(x)
@@ -312,21 +331,9 @@ def build_resnet18_gn(
   for stage, stride in enumerate(stage_strides):
     for block in range(2):
       name = f'stage{stage + 1}_block{block + 1}'
-      s = stride if block == 0 else 1
-      shortcut = x
-      if stage == 0 and block == 0:
-        y = x
-      else:
-        y = norm_relu(x, f'{name}_a')
-      y = _conv(filters, 3, s, seed, next(counter), weight_decay, f'{name}_conv_a')(y)
-      y = norm_relu(y, f'{name}_b')
-      y = _conv(filters, 3, 1, seed, next(counter), weight_decay, f'{name}_conv_b')(y)
-      if s > 1 or shortcut.shape[-1] != filters:
-        shortcut = _conv(
-          filters, 1, s, seed, next(counter), weight_decay, f'{name}_shortcut', padding='valid'
-        )(shortcut)
-        shortcut = layers.GroupNormalization(groups=groups, name=f'{name}_shortcut_gn')(shortcut)
-      x = layers.Add(name=f'{name}_add')([shortcut, y])
+      first = stage == 0 and block == 0
+      conv = functools.partial(_conv, filters, seed=seed, weight_decay=weight_decay)
+      x = _basic_block(x, conv, counter, stride if block == 0 else 1, first, groups, name)
     filters *= 2
   x = norm_relu(x, 'final')
   x = layers.GlobalAveragePooling2D(name='pool')(x)

@@ -339,6 +339,70 @@ def _gaussian_query(
   return tfp.NormalizedQuery(query, denominator=float(noise.clients_per_round))
 
 
+def _tree_parts(noise_multiplier, clients_per_round, clip, kwargs):
+  """(noise, specs -> query, TFF factory builder) of the tree mechanism."""
+  kwargs = dict(kwargs)
+  tree_kwargs = {k: kwargs.pop(k) for k in ('efficient', 'noise_seed') if k in kwargs}
+  noise = _tree_noise(noise_multiplier, clients_per_round, clip, kwargs.pop('restart_rounds', None))
+  if kwargs:
+    raise TypeError(f'dp_mean(tree): unexpected arguments {sorted(kwargs)}')
+
+  def query_for(specs):
+    return _tree_query(
+      noise,
+      specs,
+      efficient=tree_kwargs.get('efficient', True),
+      noise_seed=tree_kwargs.get('noise_seed', 0),
+    )
+
+  query_for(())  # checks the arguments now
+  return noise, query_for, lambda: _TreeFactory(query_for)
+
+
+def _gaussian_parts(mechanism, noise_multiplier, clients_per_round, clip, kwargs):
+  """(noise, specs -> query, TFF factory builder) of the Gaussian mechanisms."""
+  kwargs = dict(kwargs)
+  clipped_count_stddev = kwargs.pop('clipped_count_stddev', None)
+  noise = _gaussian_noise(
+    mechanism, noise_multiplier, clients_per_round, clip, clipped_count_stddev
+  )
+  query = _gaussian_query(
+    noise,
+    target_quantile=kwargs.pop('target_quantile', 0.5),
+    clip_learning_rate=kwargs.pop('clip_learning_rate', 0.2),
+    noise_seed=kwargs.pop('noise_seed', 0),
+  )
+  if kwargs:
+    raise TypeError(f'dp_mean({mechanism}): unexpected arguments {sorted(kwargs)}')
+  return noise, lambda specs: query, lambda: tff.aggregators.DifferentiallyPrivateFactory(query)
+
+
+def _fold(query_for):
+  """(zero, accumulate, report, initialize) of the in-process fold of a query (specs -> query):
+  the same clip, sum and noise as the TFF face."""
+
+  def initialize(specs):
+    return query_for(specs).initial_global_state()
+
+  def zero(specs, state):
+    query = query_for(specs)
+    return (query.derive_sample_params(state), query.initial_sample_state(specs))
+
+  def accumulate(acc, value, weight):
+    del weight
+    params, sample = acc
+    return (params, query_for(_specs_of(sample)).accumulate_record(params, sample, value))
+
+  def report(acc, state):
+    _, sample = acc
+    query = query_for(_specs_of(sample))
+    result, new_state, _ = query.get_noised_result(sample, state)
+    measurements = collections.OrderedDict(dp_query_metrics=query.derive_metrics(new_state), dp=())
+    return result, new_state, measurements
+
+  return zero, accumulate, report, initialize
+
+
 def dp_mean(
   mechanism: str,
   noise_multiplier: float,
@@ -368,61 +432,14 @@ def dp_mean(
     fold runs the same query's clip, sum and noise in the in-process engine.
   """
   if mechanism == 'tree':
-    tree_kwargs = {k: kwargs.pop(k) for k in ('efficient', 'noise_seed') if k in kwargs}
-    noise = _tree_noise(
-      noise_multiplier, clients_per_round, clip, kwargs.pop('restart_rounds', None)
-    )
-    if kwargs:
-      raise TypeError(f'dp_mean(tree): unexpected arguments {sorted(kwargs)}')
-
-    def query_for(specs):
-      return _tree_query(
-        noise,
-        specs,
-        efficient=tree_kwargs.get('efficient', True),
-        noise_seed=tree_kwargs.get('noise_seed', 0),
-      )
-
-    query_for(())  # checks the arguments now
-    make_factory = lambda: _TreeFactory(query_for)  # noqa: E731
-    restart = noise.restart_rounds
-    restarted = f', restarted every {restart} rounds' if restart else ''
+    noise, query_for, make_factory = _tree_parts(noise_multiplier, clients_per_round, clip, kwargs)
   else:
-    restarted = ''
-    clipped_count_stddev = kwargs.pop('clipped_count_stddev', None)
-    noise = _gaussian_noise(
-      mechanism, noise_multiplier, clients_per_round, clip, clipped_count_stddev
+    noise, query_for, make_factory = _gaussian_parts(
+      mechanism, noise_multiplier, clients_per_round, clip, kwargs
     )
-    query = _gaussian_query(
-      noise,
-      target_quantile=kwargs.pop('target_quantile', 0.5),
-      clip_learning_rate=kwargs.pop('clip_learning_rate', 0.2),
-      noise_seed=kwargs.pop('noise_seed', 0),
-    )
-    if kwargs:
-      raise TypeError(f'dp_mean({mechanism}): unexpected arguments {sorted(kwargs)}')
-    query_for = lambda specs: query  # noqa: E731
-    make_factory = lambda: tff.aggregators.DifferentiallyPrivateFactory(query)  # noqa: E731
-
-  def initialize(specs):
-    return query_for(specs).initial_global_state()
-
-  def zero(specs, state):
-    query = query_for(specs)
-    return (query.derive_sample_params(state), query.initial_sample_state(specs))
-
-  def accumulate(acc, value, weight):
-    del weight
-    params, sample = acc
-    return (params, query_for(_specs_of(sample)).accumulate_record(params, sample, value))
-
-  def report(acc, state):
-    _, sample = acc
-    query = query_for(_specs_of(sample))
-    result, new_state, _ = query.get_noised_result(sample, state)
-    measurements = collections.OrderedDict(dp_query_metrics=query.derive_metrics(new_state), dp=())
-    return result, new_state, measurements
-
+  restart = noise.restart_rounds
+  restarted = f', restarted every {restart} rounds' if restart else ''
+  zero, accumulate, report, initialize = _fold(query_for)
   return UpdateAggregation(
     f'dp_mean({mechanism}, z={noise_multiplier:g}, C={clip:g}, m={clients_per_round}{restarted})',
     lambda: tff.aggregators.as_weighted_aggregator(make_factory()),

@@ -216,20 +216,7 @@ def serve(
   process = None
   try:
     if isolated:
-      try:
-        _isolate_network()
-      except ConfinementUnavailableError as e:
-        if not allow_unconfined:
-          raise
-        print(
-          f'worker: warning: {str(e).split(";")[0]}; this local worker listens on every '
-          f'interface (port {bound_port})',
-          file=sys.stderr,
-          flush=True,
-        )
-        isolated = False
-        listener.close()
-        listener = None
+      isolated, listener = _confine(listener, bound_port, allow_unconfined)
     if stop.is_set():
       return 0
     process = worker_process.start(
@@ -253,21 +240,47 @@ def serve(
     while not stop.is_set() and process.poll() is None:
       stop.wait(0.2)
   finally:
-    if listener is not None:
-      try:
-        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept loop (close alone does not)
-      except OSError:
-        pass
-      listener.close()
-    code = None if process is None else process.poll()
-    if process is not None:
-      worker_process.terminate(process)
-    for s, handler in previous.items():
-      signal.signal(s, handler)
+    code = _stop(listener, process, previous)
   if not stop.is_set() and code is not None:
     print(f'worker: error: worker_binary exited by itself (code {code})', file=sys.stderr)
     return 1
   return 0
+
+
+def _confine(listener, bound_port: int, allow_unconfined: bool):
+  """(isolated, listener) once this process's network is confined to the listener's address;
+  where that is unavailable and `allow_unconfined`, (False, None) after a warning."""
+  try:
+    _isolate_network()
+  except ConfinementUnavailableError as e:
+    if not allow_unconfined:
+      raise
+    print(
+      f'worker: warning: {str(e).split(";")[0]}; this local worker listens on every '
+      f'interface (port {bound_port})',
+      file=sys.stderr,
+      flush=True,
+    )
+    listener.close()
+    return False, None
+  return True, listener
+
+
+def _stop(listener, process, previous) -> int | None:
+  """Closes the listener, stops the worker_binary, restores the signal handlers; the binary's
+  exit code if it had ended by itself (None otherwise)."""
+  if listener is not None:
+    try:
+      listener.shutdown(socket.SHUT_RDWR)  # wakes the accept loop (close alone does not)
+    except OSError:
+      pass
+    listener.close()
+  code = None if process is None else process.poll()
+  if process is not None:
+    worker_process.terminate(process)
+  for s, handler in previous.items():
+    signal.signal(s, handler)
+  return code
 
 
 def _main(argv: list[str]) -> int:
