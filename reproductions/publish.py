@@ -1,13 +1,13 @@
 """Where a reproduction driver writes, and the one way into a committed results folder.
 
-Committed results live in `reproductions/<paper>/results/`. Every driver writes elsewhere by
-default (a folder under `runs/` of the directory the command was typed in; `/runs/` is in
-.gitignore), and an output path inside a committed results folder is refused. Only `--publish`
-writes there, to the path the committed result came from, and only with the settings it was made
-with, recorded beside it in `reproductions/<paper>/results/publish.json`, one entry per driver
-(the module's last name):
+Committed results live in `reproductions/<paper>/results/`, each study's in `results/<study>/`.
+Every driver writes elsewhere by default (a folder under `runs/` of the directory the command was
+typed in; `/runs/` is in .gitignore), and an output path inside a committed results folder is
+refused. Only `--publish` writes there, to the path the committed result came from, and only
+with the settings it was made with, recorded beside it in
+`reproductions/<paper>/results/publish.json`, one entry per driver (the module's last name):
 
-  {"reproduce": {"out": "reproductions/<paper>/results",      (from the repository root)
+  {"reproduce": {"out": "reproductions/<paper>/results/<study>",   (from the repository root)
                  "command": ".venv/bin/python -m ... --publish ...",   (the README's)
                  "settings": {"rounds": 500, "seeds": ["1", "2", "3"], ...}}}
 

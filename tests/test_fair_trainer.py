@@ -320,7 +320,7 @@ def test_table5_driver_end_to_end(tmp_path):
   dry = run([sys.executable, '-m', entry['command'].split()[2], *flags, '--dry_run'], cwd=repo)
   assert dry.returncode == 0, dry.stderr
   assert dry.stdout.splitlines()[-1] == f'# then the tables and figures into {repo}/{entry["out"]}'
-  with open(os.path.join(committed_dir, 'synthetic', 'table5_synthetic.md')) as f:
+  with open(os.path.join(committed_dir, 'table5', 'synthetic', 'table5_synthetic.md')) as f:
     quoted = re.search(
       r'- Command: `\.venv/bin/python -m run.reproduce_ju_synthetic (.*)`', f.read()
     )

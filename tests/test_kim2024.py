@@ -150,7 +150,7 @@ def test_the_documented_publish_commands_are_the_recorded_settings():
     assert str(REPO / entry['out']) in result.stdout
   flags = entries['reproduce']['command'].split()[3:]
   for table in ('table1_fmnist.md', 'table4_fedadam_fmnist.md'):
-    text = (RESULTS / table).read_text()
+    text = (RESULTS / 'table1' / table).read_text()
     recorded = re.search(r'- Command: `\.venv/bin/python -m run.reproduce_kim2024 (.*)`', text)
     assert ['--publish', *recorded.group(1).split()] == flags, table
 

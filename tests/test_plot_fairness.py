@@ -273,11 +273,11 @@ def test_cli_refuses_a_committed_results_folder(tmp_path):
   _write_run(tmp_path / 'run', {5: [0.5, 0.7]}, rounds=5)
   committed = _REPO / 'reproductions' / 'ju2023_adafedadam' / 'results'
   before = publish.digests(str(committed))
-  result = _cli(committed / 'synthetic', f'FedAvg={tmp_path / "run"}')
+  result = _cli(committed / 'table5' / 'synthetic', f'FedAvg={tmp_path / "run"}')
   assert result.returncode == 2 and result.stdout == ''
   assert result.stderr.strip() == (
-    f'plot_fairness: error: OUT_DIR {committed / "synthetic"}: '
+    f'plot_fairness: error: OUT_DIR {committed / "table5" / "synthetic"}: '
     'reproductions/ju2023_adafedadam/results holds committed results, written only by their '
     'drivers with --publish; choose another folder'
   )
-  assert publish.digests(str(committed)) == before and 'synthetic/curves.png' in before
+  assert publish.digests(str(committed)) == before and 'table5/synthetic/curves.png' in before

@@ -493,7 +493,7 @@ def test_the_committed_results_record_their_commands_and_settings(tmp_path):
     task = key.removeprefix('reproduce_')
     table = REPO / entry['out'] / f'table1_{task}.md'
     assert f'{entry["command"].split(" -m ", 1)[1]}' in table.read_text().replace('`', '')
-    assert entry['out'] == f'reproductions/reddi2021_fedopt/results/{task}'
+    assert entry['out'] == f'reproductions/reddi2021_fedopt/results/table1/{task}'
     assert entry['settings']['task'] == task
     assert f'--task={task}' in entry['command'] and '--publish' in entry['command']
     args = shlex.split(entry['command'].split(f' -m {DRIVER} ', 1)[1])

@@ -24,7 +24,7 @@ computation.
 
 Each cell is one `run.federated_trainer` process (`reproductions.cell_runner`: resumable,
 progress with ETA). Then --out (default runs/fedpa_regimes_<task>/report; with --publish,
-reproductions/alshedivat2021_fedpa/results/regimes_<task>) gets regimes_<task>.{md,csv}: per
+reproductions/alshedivat2021_fedpa/results/regimes/<task>) gets regimes_<task>.{md,csv}: per
 (data set, E) FedAvg's and each rho's final test accuracy, mean of the last 5 evaluations and
 test loss (mean +- std over seeds), FedPA - FedAvg paired by seed, and the mean client-delta
 correction ||u - (x_t - x_K)|| / ||x_t - x_K|| over FedPA's rounds (how far FedPA moved the

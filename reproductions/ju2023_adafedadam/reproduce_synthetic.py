@@ -2,7 +2,7 @@
 
   .venv/bin/python -m reproductions.ju2023_adafedadam.reproduce_synthetic --rounds=1000 --seeds=1,2,3 --parallel=2
   .venv/bin/python -m reproductions.ju2023_adafedadam.reproduce_synthetic --publish --rounds=1000 \\
-      --seeds=1,2,3 --parallel=2   # rewrites the committed results/synthetic (`reproductions.publish`)
+      --seeds=1,2,3 --parallel=2   # rewrites the committed results/table5/synthetic (`reproductions.publish`)
 
 Setup (App. C.1): LEAF Synthetic(1, 1) (task
 `synthetic`: 100 clients with power-law sizes, x in R^60, 10 classes, softmax regression;
@@ -30,7 +30,8 @@ table5_fmnist_silo.{md,csv}.
 
 Every cell is one `run.federated_trainer` process (`reproductions.cell_runner`: resumable, progress with
 ETA, one TF thread per trainer). Afterwards --out (default runs/ju_synthetic/report; with
---publish, reproductions/ju2023_adafedadam/results/synthetic) gets table5_synthetic.{md,csv} (published
+--publish, reproductions/ju2023_adafedadam/results/table5/synthetic, or synthetic_leaf and
+fmnist_silo for those data sets) gets table5_synthetic.{md,csv} (published
 Avg / STD / Worst-30% beside ours, mean +- std over seeds, and the difference),
 fedprox_mu.csv (the tuning), and density.png, curves.png, pareto.png (error vs RSD of error,
 Fig. 3 right) and pareto_std.png (average vs STD of accuracy) (`plot_fairness.py`).

@@ -2,7 +2,7 @@
 
   .venv/bin/python -m reproductions.ju2023_adafedadam.settings_study --parallel=2
   .venv/bin/python -m reproductions.ju2023_adafedadam.settings_study --publish --parallel=2
-      # rewrites the committed results/settings_study (`reproductions.publish`)
+      # rewrites the committed results/settings (`reproductions.publish`)
 
 The paper does not say which Synthetic data set it ran (it cites Caldas et al., LEAF), nor how
 its Avg, STD and Worst 30% are averaged, and its FedAvg, FedAdam and FedProx rows cannot be
@@ -20,7 +20,7 @@ n_k) it computes each statistic over clients and over examples (`fairness_statis
 data set and each of the 8 ways of combining them, the largest distance of ours from the
 published Avg, STD and Worst 30% over the algorithms; beside them, one softmax regression fitted
 centrally to each data set (`candidates.pooled_fit_statistics`). The report (--out; with --publish
-results/settings_study) gets settings_study.{md,csv} and settings_study.png.
+results/settings) gets settings_study.{md,csv} and settings_study.png.
 """
 
 import csv

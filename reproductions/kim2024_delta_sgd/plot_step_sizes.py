@@ -3,7 +3,7 @@
   python -m reproductions.kim2024_delta_sgd.plot_step_sizes --dirichlet_alpha=0.1 --client=0 \\
       --epochs=40   # into runs/kim2024_table1/delta_sgd_step_sizes.png (--out)
   python -m reproductions.kim2024_delta_sgd.plot_step_sizes --publish --dirichlet_alpha=0.1 \\
-      --client=0 --epochs=40   # the committed results/delta_sgd_step_sizes.png and .csv
+      --client=0 --epochs=40   # the committed results/step_sizes/delta_sgd_step_sizes.png, .csv
 
 --publish writes the committed figure, and only with its settings (`reproductions.publish`).
 

@@ -43,8 +43,8 @@ rewrites the committed results (500 rounds; `reproductions.publish` refuses othe
 then give per (alpha, row) the mean of the seeds' final accuracies, their sample std and each
 seed's number, the figures the mean curve with the seeds' range. --alpha_rows=ALPHA:ROW,... picks
 one column's rows (e.g. only Delta-SGD and the best baseline), overriding --rows and --extra_rows
-there. With --seeds > 1, --publish writes results/seeds (publish.json entry `reproduce_seeds`;
-the README has its command), not the one-seed tables.
+there. With --seeds > 1, --publish writes results/table1/seeds (publish.json entry
+`reproduce_seeds`; the README has its command), not the one-seed tables.
 
 Every trainer runs with TF_NUM_INTRAOP_THREADS=1 and TF_NUM_INTEROP_THREADS=1 (see `reproductions.cell_runner.child_env`:
 the thread count changes the numbers, so it is fixed rather than tied to --parallel).
@@ -55,8 +55,8 @@ and stderr appended to `<runs_dir>/<cell>.log`, its exit in `<runs_dir>/<cell>.s
 Rerunning the same command resumes every unfinished cell from its checkpoints (a finished one
 exits at once); Ctrl-C or SIGTERM stops the cells (SIGTERM to each) and exits 130 / 143.
 Afterwards (or with --report_only) it writes into --out (default runs/kim2024_table1/report;
-with --publish, reproductions/kim2024_delta_sgd/results): table1_fmnist.{csv,md} (with a claim
-check), table4_fedadam_fmnist.{csv,md}, accuracy_alpha<A>.png and fedadam_alpha0.1.png. A cell
+with --publish, reproductions/kim2024_delta_sgd/results/table1): table1_fmnist.{csv,md} (with a
+claim check), table4_fedadam_fmnist.{csv,md}, accuracy_alpha<A>.png and fedadam_alpha0.1.png. A cell
 that diverges (trainer exit 3) is reported as diverged with its last accuracy; a crashed cell
 makes the script exit 1 naming the cell and its log.
 
@@ -145,7 +145,7 @@ flags.DEFINE_integer(
   'seeds',
   1,
   'Seeds per cell: seed, seed + 1, ...; with more than one the tables give the mean and std '
-  'over them and --publish writes the multi-seed result (results/seeds).',
+  'over them and --publish writes the multi-seed result (results/table1/seeds).',
 )
 flags.DEFINE_multi_string(
   'alpha_rows',

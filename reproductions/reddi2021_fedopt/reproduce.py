@@ -25,8 +25,8 @@ after a stop), then writes its outputs into --out. The protocol (`search` has th
 * `table` also runs the selected cell of each optimizer with --seeds seeds (seed, seed + 1, ...)
   and reports their mean and standard deviation.
 
-Outputs (default runs/reddi2021/<task>/report; the committed fmnist and synthetic results only
-with --publish and their settings, recorded in results/publish.json):
+Outputs (default runs/reddi2021/<task>/report; the committed fmnist and synthetic results, in
+results/table1/<task>, only with --publish and their settings, recorded in results/publish.json):
 grid_<task>.csv (every cell: rates, status, last-window training loss and metric),
 table1_<task>.{md,csv} (published, ours, difference, selected and published log10 rates, and the
 paper's three claims checked on our numbers), heatmaps_<task>.png, tau_<task>.png and
