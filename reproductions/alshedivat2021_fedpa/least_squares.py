@@ -517,6 +517,64 @@ SETTINGS = (
 )
 
 
+def reference_rows(problem: Problem, opt: np.ndarray) -> list[tuple[str, float]]:
+  """The distances to x* of the clients' weighted mean of local optima and of FedPA's fixed point
+  from the exact moments (Sigma_i^-1 = A_i / c)."""
+  average = problem.weights @ np.array(problem.mus) / problem.weights.sum()
+  exact = fedpa_fixed_point(
+    [a / FLAGS.temperature for a in problem.As], problem.mus, problem.weights
+  )  # Sigma_i^-1 = A_i / c
+  return [
+    ('weighted_mean_of_local_optima', float(np.linalg.norm(average - opt))),
+    ('fedpa_exact_moments', float(np.linalg.norm(exact - opt))),
+  ]
+
+
+def setup_text(problem: Problem, opt: np.ndarray, lr: float) -> str:
+  """One line on the problem and the settings, for stdout and the report."""
+  eig = np.array([np.linalg.eigvalsh(a) for a in problem.As])
+  return (
+    f'{FLAGS.clients} clients, d={FLAGS.dim}, n_i in [{int(problem.weights.min())}, '
+    f'{int(problem.weights.max())}], eigenvalues of A_i in [{eig.min():.3g}, {eig.max():.3g}]; '
+    f'||x*|| = {np.linalg.norm(opt):.3g}; FedAvg local GD eta = {lr:.3g}; FedPA rho = {FLAGS.rho}, '
+    f'temperature c = {FLAGS.temperature}, {FLAGS.seeds} seeds'
+  )
+
+
+def print_distances(setup: str, k_values, fedavg, l_values, fedpa, references) -> None:
+  """The setup and the fixed points' distances to x*, as a table on stdout."""
+  print(setup)
+  print(f'{"method":<8} {"K or l":>7} {"||x - x*||":>11} {"std":>9} {"min":>9} {"max":>9}')
+  for k, dist in zip(k_values, fedavg):
+    print(f'{"FedAvg":<8} {k:>7} {dist:>11.4g}')
+  for l, row in zip(l_values, fedpa):
+    print(
+      f'{"FedPA":<8} {l:>7} {row.mean():>11.4g} {row.std():>9.3g} {row.min():>9.3g} {row.max():>9.3g}'
+    )
+  for name, dist in references:
+    print(f'{name}: {dist:.4g}')
+
+
+def run_panel_b(problem: Problem, out: str) -> tuple[dict[str, np.ndarray], AlgorithmsConfig, str]:
+  """Panel (b): both algorithms for --rounds rounds (`run_algorithms`), each round's distance to
+  x* into rounds.csv; returns (the distances by algorithm, their config, the report's line)."""
+  config = AlgorithmsConfig(rounds=FLAGS.rounds, epochs=FLAGS.epochs)
+  rounds = run_algorithms(problem, config)
+  with publish.atomic_output(os.path.join(out, 'rounds.csv'), newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['round', *rounds])
+    for t, row in enumerate(zip(*rounds.values())):
+      writer.writerow([t, *(f'{v:.6g}' for v in row)])
+  tail = max(config.rounds // 3, 1)
+  summary = (
+    f'Panel (b), the algorithms, {config.rounds} rounds ({config}; `rounds.csv`): '
+    f'||x_t - x*|| averaged over the last {tail} rounds: '
+    + ', '.join(f'{name} {dists[-tail:].mean():.4g}' for name, dists in rounds.items())
+  )
+  print(summary)
+  return rounds, config, summary
+
+
 def main(argv):
   if len(argv) > 1:
     print(f'least_squares: error: unexpected arguments {argv[1:]}', file=sys.stderr)
@@ -546,33 +604,11 @@ def main(argv):
   lr = fedavg_lr(problem.As)
   fedavg = fedavg_distances(problem, k_values, lr)
   fedpa = fedpa_distances(problem, l_values, FLAGS.rho, FLAGS.temperature, range(FLAGS.seeds))
-  average = problem.weights @ np.array(problem.mus) / problem.weights.sum()
-  exact = fedpa_fixed_point(
-    [a / FLAGS.temperature for a in problem.As], problem.mus, problem.weights
-  )  # Sigma_i^-1 = A_i / c
-  reference_rows = [
-    ('weighted_mean_of_local_optima', float(np.linalg.norm(average - opt))),
-    ('fedpa_exact_moments', float(np.linalg.norm(exact - opt))),
-  ]
-  eig = np.array([np.linalg.eigvalsh(a) for a in problem.As])
-  setup = (
-    f'{FLAGS.clients} clients, d={FLAGS.dim}, n_i in [{int(problem.weights.min())}, '
-    f'{int(problem.weights.max())}], eigenvalues of A_i in [{eig.min():.3g}, {eig.max():.3g}]; '
-    f'||x*|| = {np.linalg.norm(opt):.3g}; FedAvg local GD eta = {lr:.3g}; FedPA rho = {FLAGS.rho}, '
-    f'temperature c = {FLAGS.temperature}, {FLAGS.seeds} seeds'
-  )
-  print(setup)
-  print(f'{"method":<8} {"K or l":>7} {"||x - x*||":>11} {"std":>9} {"min":>9} {"max":>9}')
-  for k, dist in zip(k_values, fedavg):
-    print(f'{"FedAvg":<8} {k:>7} {dist:>11.4g}')
-  for l, row in zip(l_values, fedpa):
-    print(
-      f'{"FedPA":<8} {l:>7} {row.mean():>11.4g} {row.std():>9.3g} {row.min():>9.3g} {row.max():>9.3g}'
-    )
-  for name, dist in reference_rows:
-    print(f'{name}: {dist:.4g}')
+  references = reference_rows(problem, opt)
+  setup = setup_text(problem, opt, lr)
+  print_distances(setup, k_values, fedavg, l_values, fedpa, references)
   os.makedirs(out, exist_ok=True)
-  distances = distance_rows(k_values, fedavg, l_values, fedpa, reference_rows)
+  distances = distance_rows(k_values, fedavg, l_values, fedpa, references)
   write_csv(os.path.join(out, 'distances.csv'), distances)
   title = (
     f'Federated least squares: {FLAGS.clients} heterogeneous clients, d={FLAGS.dim}, global '
@@ -581,20 +617,7 @@ def main(argv):
   )
   rounds, config, summary = None, None, None
   if FLAGS.rounds > 0:
-    config = AlgorithmsConfig(rounds=FLAGS.rounds, epochs=FLAGS.epochs)
-    rounds = run_algorithms(problem, config)
-    with publish.atomic_output(os.path.join(out, 'rounds.csv'), newline='') as f:
-      writer = csv.writer(f)
-      writer.writerow(['round', *rounds])
-      for t, row in enumerate(zip(*rounds.values())):
-        writer.writerow([t, *(f'{v:.6g}' for v in row)])
-    tail = max(config.rounds // 3, 1)
-    summary = (
-      f'Panel (b), the algorithms, {config.rounds} rounds ({config}; `rounds.csv`): '
-      f'||x_t - x*|| averaged over the last {tail} rounds: '
-      + ', '.join(f'{name} {dists[-tail:].mean():.4g}' for name, dists in rounds.items())
-    )
-    print(summary)
+    rounds, config, summary = run_panel_b(problem, out)
   write_markdown(os.path.join(out, 'least_squares.md'), setup, distances, summary)
   png = os.path.join(out, 'fedpa_least_squares.png')
   plot(png, problem, lr, k_values, fedavg, l_values, fedpa, title, rounds, config)

@@ -227,17 +227,37 @@ def pooled_fit_rows(
 
 
 def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
+  """settings_study.{csv,md}, settings_combinations.csv and settings_study.png into `out`; the
+  tables (less the header) on stdout."""
   os.makedirs(out, exist_ok=True)
   finished = finished_results(cells, runs_dir)
   rows = summary(cells, finished)
   combos = fairness_statistics.combinations(rows)
   fits = pooled_fit_rows(cells, finished, runs_dir)
+  algorithms = list(dict.fromkeys(c.algorithm for c in cells))
+  write_csvs(out, rows, fits, combos, algorithms)
+  header = header_lines(cells, runs_dir)
+  lines = [
+    *header,
+    *statistics_table(rows),
+    *combinations_table(combos, algorithms),
+    *pooled_fit_table(fits),
+  ]
+  with publish.atomic_output(os.path.join(out, 'settings_study.md')) as f:
+    f.write('\n'.join(lines) + '\n')
+  print('\n'.join(lines[len(header) :]), flush=True)
+  write_figure(rows, out)
+
+
+def write_csvs(
+  out: str, rows: list[dict], fits: list[dict], combos: list[dict], algorithms: list[str]
+) -> None:
+  """settings_study.csv (the statistics, then the pooled fits) and settings_combinations.csv."""
   with publish.atomic_output(os.path.join(out, 'settings_study.csv'), newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
     writer.writerows(fits)  # published columns empty
-  algorithms = list(dict.fromkeys(c.algorithm for c in cells))
   with publish.atomic_output(os.path.join(out, 'settings_combinations.csv'), newline='') as f:
     writer = csv.DictWriter(
       f,
@@ -253,10 +273,16 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     )
     writer.writeheader()
     writer.writerows(combos)
-  cell = lambda row, key: (
-    '—' if row[key] == '' else seed_stats.mean_std_text((row[key], row[f'{key}_std']))
-  )
-  lines = [
+
+
+def _mean_std_cell(row: dict, key: str) -> str:
+  """A table cell: the mean +- std over seeds of `key`, or a dash where there is none."""
+  return '—' if row[key] == '' else seed_stats.mean_std_text((row[key], row[f'{key}_std']))
+
+
+def header_lines(cells: list[Cell], runs_dir: str) -> list[str]:
+  """The report's title, command, settings, date and code version."""
+  return [
     '# Ju et al. (AdaFedAdam) Table 5, Synthetic: which data set and averaging match the paper',
     '',
     f'- Command: `{cell_runner.command_line("//reproductions/ju2023_adafedadam:settings_study")}`',
@@ -267,6 +293,13 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     cell_runner.stamp_line() + '.',
     '- "clients": the unweighted statistic over the 100 clients; "examples": weighted by each '
     "client's test examples (Worst 30%: the lowest-accuracy clients holding 30% of the examples).",
+  ]
+
+
+def statistics_table(rows: list[dict]) -> list[str]:
+  """Per data set and algorithm: the published Avg, STD and Worst 30% beside ours, each over
+  clients and over examples."""
+  lines = [
     '',
     '| data set | algorithm | seeds | Avg paper | Avg clients | Avg examples | STD paper | '
     'STD clients | STD examples | Worst 30% paper | Worst 30% clients | Worst 30% examples |',
@@ -276,9 +309,15 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
     cols = [LABELS[row['data_set']], row['algorithm'], str(row['seeds'])]
     for stat in STATISTICS:
       cols.append(f'{row[f"{stat}_published"]:.2f}')
-      cols += [cell(row, f'{stat}_{way}') for way in WAYS]
+      cols += [_mean_std_cell(row, f'{stat}_{way}') for way in WAYS]
     lines.append('| ' + ' | '.join(cols) + ' |')
-  lines += [
+  return lines
+
+
+def combinations_table(combos: list[dict], algorithms: list[str]) -> list[str]:
+  """Per data set: the way of averaging closest to the paper over all algorithms, and each
+  algorithm's own closest way, with the largest difference."""
+  lines = [
     '',
     'Largest |ours - paper| over Avg, STD and Worst 30%, per data set: over all algorithms for the '
     'way of averaging that comes closest, and for each algorithm alone with its own closest way '
@@ -304,7 +343,12 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
       own = min(ranked, key=lambda c, key=key: c[key])
       cols.append(f'{way(own)}, {close(own[key])}')
     lines.append('| ' + ' | '.join(cols) + ' |')
-  lines += [
+  return lines
+
+
+def pooled_fit_table(fits: list[dict]) -> list[str]:
+  """The centrally fitted softmax regression's statistics per data set, for reference."""
+  lines = [
     '',
     "For reference, one softmax regression fitted centrally to the union of the clients' "
     "training data (cross-entropy, L-BFGS; what a single model of the paper's kind reaches "
@@ -317,12 +361,9 @@ def write_report(cells: list[Cell], runs_dir: str, out: str) -> None:
   ]
   for row in fits:
     cols = [LABELS[row['data_set']], str(row['seeds'])]
-    cols += [cell(row, f'{stat}_{way}') for stat in STATISTICS for way in WAYS]
+    cols += [_mean_std_cell(row, f'{stat}_{way}') for stat in STATISTICS for way in WAYS]
     lines.append('| ' + ' | '.join(cols) + ' |')
-  with publish.atomic_output(os.path.join(out, 'settings_study.md')) as f:
-    f.write('\n'.join(lines) + '\n')
-  print('\n'.join(lines[7:]), flush=True)
-  write_figure(rows, out)
+  return lines
 
 
 def write_figure(rows: list[dict], out: str) -> None:
