@@ -1,1 +1,1 @@
-"""Al-Shedivat et al. 2021 (FedPA): least squares, Table 3 presets, fmnist comparison."""
+"""Al-Shedivat et al. 2021 (FedPA): least squares, fmnist comparison, regimes, Table 3 presets."""

@@ -1,1 +1,1 @@
-"""Ju et al. (AdaFedAdam): Table 5 Synthetic row and the fairness figures."""
+"""Ju et al. (AdaFedAdam): Table 5 (Synthetic, cross-silo), fairness figures, a settings study."""
