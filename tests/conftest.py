@@ -97,7 +97,7 @@ def synthetic_adam_run(tmp_path_factory) -> pathlib.Path:
   (test_trainer's run A): the reference of the determinism and resume tests and of
   test_robustness. Made once per test run and shared by the xdist workers (the first to ask
   makes it under a lock); its experiment directory is read-only: copy it to change it."""
-  from tests import test_trainer  # pylint: disable=g-import-not-at-top
+  from tests.run import test_trainer  # pylint: disable=g-import-not-at-top
 
   shared = _shared_dir(tmp_path_factory) / 'synthetic_adam_run'
   shared.mkdir(exist_ok=True)

@@ -1,4 +1,4 @@
-"""A program for tests/test_preload.py: what it does is chosen by its first argument."""
+"""A program for tests/run/test_preload.py: what it does is chosen by its first argument."""
 
 import atexit
 import os

@@ -1,4 +1,4 @@
-"""Each DP noise change below must fail tests/test_dp_noise.py: a mutation check of its tests.
+"""Each DP noise change below must fail tests/aggregators/test_dp_noise.py: a mutation check of its tests.
 
   .venv/bin/python tools/dp_noise_mutations.py            # every mutation, about 6 minutes
   .venv/bin/python tools/dp_noise_mutations.py M1 M2      # some
@@ -129,7 +129,7 @@ def _run(name: str) -> bool:
         '-q',
         '-p',
         'no:cacheprovider',
-        'tests/test_dp_noise.py',
+        'tests/aggregators/test_dp_noise.py',
         '-k',
         selection,
       ],

@@ -19,7 +19,7 @@ every round, since Table 3's "rounds to accuracy" uses a 10-round running averag
 validation accuracy (`--rounds_to_target`); raise --rounds_per_eval to save time (the average
 then spans fewer evaluations).
 
-Regenerate the presets (tests/test_fedpa_trainer.py checks the committed files match):
+Regenerate the presets (tests/run/test_fedpa_trainer.py checks the committed files match):
 
     python -c 'from reproductions.alshedivat2021_fedpa import published; published.write_presets()'
 """

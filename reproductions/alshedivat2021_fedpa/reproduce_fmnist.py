@@ -7,7 +7,7 @@ labels, the CNN of Kim et al. 2024), with the paper's EMNIST settings of Table 6
 (0.9) lr 0.5, client SGDM (0.9) lr 0.01, E = 5 local epochs (FedPA: one burn-in epoch, then one
 IASG sample per epoch, l = 4), 10 clients per round, shrinkage rho = 0.1, and a server burn-in
 of --burnin_rounds FedAvg rounds. Both algorithms run the same seeds; before the burn-in ends
-they are the same computation (bit for bit, tests/test_fedpa.py), after it FedPA's clients send
+they are the same computation (bit for bit, tests/algorithms/test_fedpa.py), after it FedPA's clients send
 Sigma_hat^-1 (x_t - mu_hat).
 
   .venv/bin/python -m reproductions.alshedivat2021_fedpa.reproduce_fmnist --rounds=300 --seeds=1,2,3 --parallel=2

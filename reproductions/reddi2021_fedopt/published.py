@@ -6,7 +6,7 @@ Table 10: Stack Overflow's full test set after training. The tuned hyperparamete
 are the tasks' defaults and live in the library, `tff_adaptive.tasks.published`; a preset
 (`presets/<task>_<optimizer>.flags`) writes them as trainer flags beside the number they reached.
 
-Regenerate the presets (tests/test_tasks.py checks the committed files match):
+Regenerate the presets (tests/tasks/test_tasks.py checks the committed files match):
 
   python -c 'from reproductions.reddi2021_fedopt import published; published.write_presets()'
 """

@@ -20,7 +20,7 @@ client i is sampled. One round t over the sampled set S:
 Sign convention: Delta y_i and Delta x are model *differences* (new - old), so the server step
 is x + eta Delta x; the FedOpt pseudo-gradient of tests/reference/fedopt_numpy.py is -Delta x.
 
-Remarks (each checked in tests/test_scaffold_reference.py):
+Remarks (each checked in tests/algorithms/test_scaffold_reference.py):
 * c_i := c on first sampling makes the correction c - c_i zero for a fresh client, so a run in
   which no client is sampled twice is FedAvg exactly (the c updates never reach x).
 * With full participation, p_i = n_i / n fixed and c = sum_i p_i c_i initially (true for

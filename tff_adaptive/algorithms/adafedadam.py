@@ -19,7 +19,7 @@ Parts: the aggregation is `aggregators.certainty_weighted_mean(alpha)` (TFF face
 `certainty_floor`); `client_update` computes (U_k, C_k, I_k) (TFF face:
 `engines.build_client_work`, a `ClientWorkProcess` whose state holds x_0). The three TFF faces
 composed with TFF's broadcast in `tff.learning.templates.compose_learning_process` give the
-model of our own LearningProcess (tests/test_tff_composition.py).
+model of our own LearningProcess (tests/engines/test_tff_composition.py).
 
 How F_k(x_0) is known: the server keeps x_0 (the model training starts from) in its state,
 checkpointed with the model, and broadcasts it with x_t; each sampled client evaluates

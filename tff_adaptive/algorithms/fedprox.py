@@ -7,7 +7,7 @@ Networks." MLSys 2020, Algorithm 2. A baseline of Ju et al. (AdaFedAdam), mu tun
 The gradient of mu/2 ||x - x_t||^2 is mu (x - x_t): it pulls the local iterate back to the
 broadcast model. TFF 0.87's `tff.learning.algorithms.build_weighted_fed_prox` adds
 mu (x_t - x) instead (`proximal_client_work`: `delta_l2_regularizer * (y - x)` with y the
-initial weights), which pushes the iterate away; tests/test_fair_algorithms.py shows the
+initial weights), which pushes the iterate away; tests/algorithms/test_fair_algorithms.py shows the
 difference on a quadratic whose K-step result has a closed form.
 
 `FedProxHParams` is defined without TensorFlow in `algorithms.config` and re-exported here.

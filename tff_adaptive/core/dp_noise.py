@@ -3,7 +3,7 @@
 `aggregators.dp_mean` and `aggregators.ddp_mean` build their queries from a `DeliveredNoise`
 and carry it (`UpdateAggregation.privacy`); the trainer's accountant
 (`privacy.accounting.for_noise`), its DP line and hparams.json's `dp_noise` read the same object,
-never the flags again, so the privacy claimed cannot drift from the noise delivered. tests/test_dp_noise.py measures the noise
+never the flags again, so the privacy claimed cannot drift from the noise delivered. tests/aggregators/test_dp_noise.py measures the noise
 each mechanism adds against this object and against the paper's equations written in NumPy.
 
 Per round, m the clients per round, C the clip (C_t for the adaptive clip), noise on the sum of

@@ -5,7 +5,7 @@
 (`params[j]` is [K, *shape of the model's j-th trainable weight]), K minibatches stacked the
 same way (x: [K, B, ...]) -> K clients' outputs [K, B, ...], each client's from its own weights.
 The weights are the Keras model's own (`model.trainable_weights`, in that order), so the
-function is the model's, not a second definition of it: `tests/test_vectorised.py` holds it
+function is the model's, not a second definition of it: `tests/engines/test_vectorised.py` holds it
 equal to the Keras model on random inputs.
 
 Layers (the ones the vectorised tasks use; anything else is refused, naming the layer):

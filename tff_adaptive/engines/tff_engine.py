@@ -330,7 +330,7 @@ def build_client_work(
   value (AdaFedAdam: OrderedDict(update=U_k, certainty=C_k, loss_ratio=I_k), what
   `aggregators.CertaintyWeightedMeanFactory` takes, with weight p_k); compose it with
   `algorithm.aggregation.factory()` and `algorithm.build_finalizer(weights_type)`: the same
-  model as our own `build_learning_process(algorithm)` (tests/test_tff_composition.py).
+  model as our own `build_learning_process(algorithm)` (tests/engines/test_tff_composition.py).
 
   Client data (`client_data`): SINGLE_ELEMENT (default, the trainer's) is a dataset of one
   element holding all the client's examples and its seed; BATCHED is TFF's ordinary client

@@ -54,7 +54,7 @@ Gaussian for Differential Privacy", 2020):
 
   epsilon = min_alpha  RDP(alpha) + log((alpha - 1) / alpha) - (log delta + log alpha) / (alpha - 1),
 
-taken over `ORDERS`; tests/test_privacy_accounting.py holds it to an independent NumPy
+taken over `ORDERS`; tests/privacy/test_privacy_accounting.py holds it to an independent NumPy
 implementation of these equations.
 """
 
@@ -284,7 +284,7 @@ class EpsilonByRound:
   RDP composes additively: T rounds have T times one round's RDP at every order, so one
   round's RDP is computed once (the sampled Gaussian's RDP takes ~0.6 s without replacement)
   and `epsilon(T)` converts T times it. `epsilon(T)` equals
-  `epsilon(GaussianRounds(..., rounds=T, ...), delta)` (tests/test_privacy_accounting.py).
+  `epsilon(GaussianRounds(..., rounds=T, ...), delta)` (tests/privacy/test_privacy_accounting.py).
   """
 
   def __init__(

@@ -1,0 +1,1 @@
+"""Tests of tff_adaptive.loop."""

@@ -1,0 +1,1 @@
+"""Tests of the trainer and its programs (run/, tff_adaptive.run)."""
