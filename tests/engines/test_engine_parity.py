@@ -63,6 +63,7 @@ from tff_adaptive.loop import training_loop
 from tff_adaptive.optimizers import client as client_optimizers
 from tff_adaptive.optimizers import schedules
 from tff_adaptive.optimizers import server as server_optimizers
+from tff_adaptive.optimizers.config import DoGHParams
 
 ROUNDS = {'synthetic': 5, 'fmnist': 2}  # fmnist: see the module docstring
 CLIENTS_PER_ROUND = 5
@@ -235,8 +236,15 @@ CLIENT_CONFIGS = {
       gradient='same_batch', first_step='grown', zero_rule='grow', eps=1e-8
     ),
   ),
+  # DoG / L-DoG (Ivgi et al. 2023): reps_rel 1e-2, at which a client moves within its round
+  # (at the package's 1e-6 its first steps are ulp-sized on these models).
+  'dog': client_optimizers.ClientOptimizerConfig('dog', dog=DoGHParams(reps_rel=1e-2)),
+  'ldog': client_optimizers.ClientOptimizerConfig('ldog', dog=DoGHParams(reps_rel=1e-2)),
 }
-CLIENT_CASES = [('fedopt', name) for name in CLIENT_CONFIGS] + [('scaffold', 'delta_sgd')]
+CLIENT_CASES = [('fedopt', name) for name in CLIENT_CONFIGS] + [
+  ('scaffold', 'delta_sgd'),
+  ('scaffold', 'dog'),
+]
 
 
 @pytest.mark.parametrize('task_name', ['synthetic', 'fmnist'])
@@ -255,7 +263,7 @@ def test_both_engines_agree_for_every_client_optimizer(
     task, algorithm, 'sgd', 'inprocess', tmp_path / 'inprocess', client=client
   )
   assert float(tff_rows[-1]['train_loss']) != float(tff_rows[0]['train_loss'])  # it trained
-  if client_name.startswith(('sps', 'delta_sgd')):
+  if client_name.startswith(('sps', 'delta_sgd', 'dog', 'ldog')):
     assert float(tff_rows[-1]['client_step_size_mean']) > 0
   smallest_client = min(len(c['y']) for c in task.client_test.values())
   if task_name == 'fmnist' and client_name != 'adam':

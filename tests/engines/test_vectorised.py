@@ -40,6 +40,7 @@ from tff_adaptive.loop import training_loop
 from tff_adaptive.optimizers import client as client_optimizers
 from tff_adaptive.optimizers import schedules
 from tff_adaptive.optimizers import server as server_optimizers
+from tff_adaptive.optimizers.config import DoGHParams
 from tff_adaptive.tasks import layers as task_layers
 from tff_adaptive.tasks import models
 
@@ -326,6 +327,34 @@ CASES = {
       ),
       batch_size=64,
     ),
+    1,
+    5,
+  ),
+  # DoG and L-DoG (Ivgi et al. 2023): every client's own rbar, G and step size (per tensor for
+  # L-DoG), from its own x_0 = x_t; SCAFFOLD's K eta from DoG's mean step size. reps_rel 1e-2:
+  # at the package's 1e-6 the clients' first steps are ulp-sized on these models.
+  'synthetic-adam-dog-epochs1to3': (
+    'synthetic',
+    'adam',
+    _client(
+      'dog', 0.01, dict(dog=DoGHParams(reps_rel=1e-2)), batch_size=10, epochs=1, max_epochs=3
+    ),
+    5,
+    10,
+  ),
+  'synthetic-scaffold-dog-chunks4': (
+    'synthetic',
+    'sgd',
+    _client('dog', 0.01, dict(dog=DoGHParams(reps_rel=1e-2)), batch_size=10),
+    5,
+    20,
+    dict(name='scaffold'),
+    4,
+  ),
+  'fmnist-sgd-ldog': (
+    'fmnist',
+    'sgd',
+    _client('ldog', 0.01, dict(dog=DoGHParams(reps_rel=1e-2)), batch_size=64),
     1,
     5,
   ),

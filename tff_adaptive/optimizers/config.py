@@ -620,6 +620,60 @@ class DeltaSGDHParams:
         )
 
 
+_DOG_SECTION = 'DoG and L-DoG client optimizers (Ivgi et al. 2023)'
+
+
+@dataclasses.dataclass(frozen=True)
+class DoGHParams:
+  """Hyperparameters of DoG and L-DoG (Ivgi, Hinder, Carmon, ICML 2023; `optimizers.dog`).
+
+  Defaults: the authors' package (`dog-optimizer`), which produced the paper's numbers.
+
+  Attributes:
+    reps_rel: r_eps = reps_rel (1 + ||x_0||), the first step's length relative to the model's
+      norm, > 0 (package: 1e-6; 1e-4 for models with batch norm). As a client optimizer DoG
+      starts afresh every round, so a larger value shortens its warm-up (`optimizers.dog`).
+    eps: added to the gradients' squared norms under the square root, >= 0 (package: 1e-8; the
+      paper's formula: 0).
+    init_eta: the first step size instead of r_eps / ||g_0|| (the package's option; r_eps is
+      then 0); None: r_eps.
+  """
+
+  reps_rel: float = settings.setting(
+    1e-6,
+    'dog_reps_rel',
+    'DoG / L-DoG: r_eps = reps_rel (1 + ||x_0||), the first step relative to the model norm (> 0; '
+    "the authors' package: 1e-6, 1e-4 with batch norm).",
+    section=_DOG_SECTION,
+    check=settings.positive,
+    always=True,
+  )
+  eps: float = settings.setting(
+    1e-8,
+    'dog_eps',
+    "DoG / L-DoG: eps under the square root, eta = rbar / sqrt(G + eps) (>= 0; the authors' "
+    "package: 1e-8; the paper's formula: 0).",
+    section=_DOG_SECTION,
+    check=settings.nonnegative,
+    always=True,
+  )
+  init_eta: float | None = settings.setting(
+    None,
+    'dog_init_eta',
+    "DoG / L-DoG: the first step size instead of r_eps / ||g_0|| (the package's init_eta; "
+    'default: none).',
+    section=_DOG_SECTION,
+    check=settings.positive,
+    always=True,
+  )
+
+  def __post_init__(self):
+    validation.check_positive('dog reps_rel', self.reps_rel)
+    validation.check_nonnegative('dog eps', self.eps)
+    if self.init_eta is not None:
+      validation.check_positive('dog init_eta', self.init_eta)
+
+
 # Per-optimizer default of `ClientOptimizerConfig.epsilon` (PyTorch's, which Kim et al. used).
 DEFAULT_EPSILON = {'adam': 1e-8, 'adagrad': 1e-10}
 
@@ -636,6 +690,7 @@ class ClientOptimizerConfig:
     epsilon: Adam's / Adagrad's eps, > 0; None takes `DEFAULT_EPSILON`.
     sps: SPS's hyperparameters.
     delta_sgd: Delta-SGD's hyperparameters.
+    dog: DoG's and L-DoG's hyperparameters.
   """
 
   name: str = settings.setting(
@@ -680,6 +735,7 @@ class ClientOptimizerConfig:
   )
   sps: SPSHParams = SPSHParams()
   delta_sgd: DeltaSGDHParams = DeltaSGDHParams()
+  dog: DoGHParams = DoGHParams()
 
   def __post_init__(self):
     CLIENT_OPTIMIZERS[self.name]  # pylint: disable=pointless-statement
@@ -733,16 +789,25 @@ class ClientOptimizerEntry:
     return None
 
 
-_CLIENT = 'tff_adaptive.optimizers.client'
 _STACKED = 'tff_adaptive.engines.stacked_steps'
 
 
-def _entry(rule: str, *hparams: str, stacked: str = 'shared_optimizer', **kwargs: Any):
-  """An entry built by `optimizers.client.<rule>`, stacked by `engines.stacked_steps.<stacked>`."""
+def _entry(
+  rule: str,
+  *hparams: str,
+  stacked: str = 'shared_optimizer',
+  module: str = 'client',
+  **kwargs: Any,
+) -> ClientOptimizerEntry:
+  """An entry built by `optimizers.<module>.<rule>`, stacked by `engines.stacked_steps.<stacked>`
+  (or by `optimizers.<module>.<stacked>` where `stacked` is 'module:name')."""
+  stacked_target = f'{_STACKED}:{stacked}'
+  if stacked.startswith('module:'):
+    stacked_target = f'tff_adaptive.optimizers.{module}:{stacked.partition(":")[2]}'
   return ClientOptimizerEntry(
-    registry.Lazy(f'{_CLIENT}:{rule}'),
+    registry.Lazy(f'tff_adaptive.optimizers.{module}:{rule}'),
     hparams,
-    stacked=registry.Lazy(f'{_STACKED}:{stacked}'),
+    stacked=registry.Lazy(stacked_target),
     **kwargs,
   )
 
@@ -757,6 +822,19 @@ CLIENT_OPTIMIZERS: registry.Registry[ClientOptimizerEntry] = registry.Registry(
     'sps': _entry('sps_rule', 'sps', stacked='polyak_steps', reads_learning_rate=False),
     'delta_sgd': _entry(
       'delta_sgd_rule', 'delta_sgd', stacked='delta_sgd_steps', reads_learning_rate=False
+    ),
+    # DoG / L-DoG (Ivgi et al. 2023): `optimizers.dog`, no learning rate; L-DoG's step size is
+    # per tensor (not a scalar step).
+    'dog': _entry(
+      'dog_rule', 'dog', stacked='module:stacked', reads_learning_rate=False, module='dog'
+    ),
+    'ldog': _entry(
+      'ldog_rule',
+      'dog',
+      stacked='module:stacked',
+      reads_learning_rate=False,
+      scalar_step=False,
+      module='dog',
     ),
   },
 )
