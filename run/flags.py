@@ -120,10 +120,15 @@ def ignored_flags(config: ExperimentConfig) -> list[str]:
       by_client,
       ('name', *client.hparams, *(('learning_rate',) if client.reads_learning_rate else ())),
     ),
-    *[
-      (e.options, by_client, [f.name for f in dataclasses.fields(e.options)] if e is client else ())
-      for e in optimizer_config.CLIENT_OPTIMIZERS.values()
-      if e.options is not None
+    *[  # each options class once (entries may share one: DoG and L-DoG)
+      (
+        options,
+        by_client,
+        [f.name for f in dataclasses.fields(options)] if options is client.options else (),
+      )
+      for options in dict.fromkeys(
+        e.options for e in optimizer_config.CLIENT_OPTIMIZERS.values() if e.options is not None
+      )
     ],
     (
       aggregator_config.CompressionConfig,
