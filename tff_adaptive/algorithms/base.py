@@ -269,6 +269,15 @@ class Algorithm:
     del model_weights
     return server_extra
 
+  def released_weights(
+    self, model_weights: tff.learning.models.ModelWeights, server_optimizer_state: Any
+  ) -> tff.learning.models.ModelWeights:
+    """The model the algorithm releases (evaluated, exported) from the trained model x_{t+1}
+    and the server optimizer's state; training continues from x_{t+1} either way. Default:
+    x_{t+1}. FedExP releases the average of its last two iterates (`algorithms.fedexp`)."""
+    del server_optimizer_state
+    return model_weights
+
   # -- The server step. ------------------------------------------------------------------------
 
   def server_update(self, optimizer_state: Any, trainable: Any, aggregate: Any):

@@ -160,7 +160,8 @@ class InProcessEngine(base.Engine):
       )
 
   def model_weights(self, state: Any) -> tff.learning.models.ModelWeights:
-    weights = state['model']
+    """The model the algorithm releases from `state` (`Algorithm.released_weights`)."""
+    weights = self.algorithm.released_weights(state['model'], state['optimizer'])
     return tff.learning.models.ModelWeights(
       [np.asarray(w) for w in weights.trainable], [np.asarray(w) for w in weights.non_trainable]
     )

@@ -389,12 +389,24 @@ def _composed_process(
   weights_type, _, _ = _model_types(algorithm)
   client_work = build_client_work(algorithm, client_data)
   update_type = client_work.next.type_signature.result.result.member.update
-  return tff.learning.templates.compose_learning_process(
+  process = tff.learning.templates.compose_learning_process(
     _initial_weights_fn(algorithm),
     tff.learning.templates.build_broadcast_process(weights_type),
     client_work,
     algorithm.aggregation.factory().create(update_type, tff.TensorType(np.float32)),
     algorithm.build_finalizer(weights_type),
+  )
+  if type(algorithm).released_weights is algorithm_base.Algorithm.released_weights:
+    return process
+
+  @tff.tensorflow.computation(process.initialize.type_signature.result.member)
+  def get_model_weights(state):
+    # The model the algorithm releases (`Algorithm.released_weights`, FedExP's average of its
+    # last two iterates); the finalizer's state is the server optimizer's.
+    return algorithm.released_weights(state.global_model_weights, state.finalizer)
+
+  return tff.learning.templates.LearningProcess(
+    process.initialize, process.next, get_model_weights, process.set_model_weights
   )
 
 
@@ -479,7 +491,9 @@ def _model_weights_access(algorithm, state_type, for_model):
 
   @tff.tensorflow.computation(state_type)
   def get_model_weights(state):
-    return state.global_model_weights
+    # The model the algorithm releases: x_{t+1} but for FedExP (`Algorithm.released_weights`);
+    # the finalizer's state is the server optimizer's.
+    return algorithm.released_weights(state.global_model_weights, state.finalizer)
 
   @tff.tensorflow.computation(state_type, state_type.global_model_weights)
   def set_model_weights(state, model_weights):
