@@ -18,7 +18,7 @@ from tff_adaptive.core import validation
 from tff_adaptive.optimizers import client as client_optimizers
 
 
-class _Scaffold(base.Algorithm):
+class Scaffold(base.Algorithm):
   """SCAFFOLD, Option II (Reddi et al. 2021 Algorithm 6). Round t, clients S of N::
 
     client i (c_i := c the first time i is sampled):
@@ -119,4 +119,4 @@ def build_scaffold(
     num_clients: N, the number of clients that can be sampled (for c's |S| / N step).
     **kwargs: `server_lr_schedule`, `server_learning_rate`, `aggregation` (`base.Algorithm`).
   """
-  return _Scaffold(model_fn, client, server_optimizer, num_clients=num_clients, **kwargs)
+  return Scaffold(model_fn, client, server_optimizer, num_clients=num_clients, **kwargs)
