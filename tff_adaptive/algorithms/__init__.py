@@ -6,6 +6,7 @@
 * `adafedadam`: AdaFedAdam (Ju et al.), certainty-weighted alpha-fair aggregation into AdaAdam;
 * the fair-FL baselines of Ju et al.: `fedprox` (Li et al. 2020, the proximal gradient with
   the right sign), `fednova` (Wang et al. 2020), `qfedavg` (q-FFL, Li et al. 2020);
+* `fedexp`: FedExP (Jhunjhunwala et al. 2023), the server step extrapolated from the updates;
 * `config` (no TensorFlow): `ALGORITHMS`, one `AlgorithmEntry` per algorithm (its builder,
   hyperparameters with their flags, what it supports), `AlgorithmInputs`, `build_algorithm`.
 
@@ -18,9 +19,6 @@ from tff_adaptive.algorithms import config as _config  # no TensorFlow
 
 __all__ = [
   'ALGORITHMS',
-  'AdaFedAdamHParams',
-  'FedProxHParams',
-  'QFedAvgHParams',
   'CLIENT_WEIGHTINGS',
   'Algorithm',
   'AlgorithmInputs',
@@ -29,9 +27,8 @@ __all__ = [
   'FullPass',
   'LocalResult',
   'ClientTrainingConfig',
-  'FedPAHParams',
   'build_algorithm',
-  *_config.builder_exports(),  # build_<name> of every registered algorithm
+  *_config.builder_exports(),  # build_<name> and the hyperparameters of every algorithm
 ]
 
 __getattr__, __dir__ = registry.lazy_exports(
@@ -40,13 +37,9 @@ __getattr__, __dir__ = registry.lazy_exports(
     **dict.fromkeys(
       (
         'ALGORITHMS',
-        'AdaFedAdamHParams',
         'AlgorithmInputs',
         'CLIENT_WEIGHTINGS',
         'ClientTrainingConfig',
-        'FedPAHParams',
-        'FedProxHParams',
-        'QFedAvgHParams',
         'build_algorithm',
       ),
       'config',
