@@ -1,10 +1,10 @@
 """The two engines run the same algorithm: same seed, same metrics.csv.
 
 For synthetic (LEAF, softmax regression) and fmnist (20 Dirichlet clients, the Kim et al. CNN
-with dropout), every server optimizer of FedOpt, SCAFFOLD, FedProx, FedNova, q-FedAvg and
-AdaFedAdam (with its AdaAdam server) runs through the shared training loop on engine "tff" (a
-LearningProcess on TFF's worker) and engine "inprocess" (one compiled round in this process),
-5 rounds of 5 clients on synthetic and 2 on fmnist (below), evaluating every round. Compared:
+with dropout), every server optimizer of FedOpt, SCAFFOLD, FedProx, FedNova, q-FedAvg,
+AdaFedAdam (with its AdaAdam server) and FedExP runs through the shared training loop on
+engine "tff" (a LearningProcess on TFF's worker) and engine "inprocess" (one compiled round in
+this process), 5 rounds of 5 clients on synthetic and 2 on fmnist (below), evaluating every round. Compared:
 every metrics.csv column but seconds_per_round, and every client_eval file, to RTOL relative
 (fmnist's central evaluation on 2,000 of its test images: tests/metrics_close.py), with two kinds of columns held to what their arithmetic allows instead:
 
@@ -76,6 +76,7 @@ CONFIGS = [('fedopt', name) for name in server_optimizers.SERVER_OPTIMIZERS] + [
   ('fednova', 'sgd'),
   ('qfedavg', 'sgd'),
   ('adafedadam', 'adaadam'),
+  ('fedexp', 'sgd'),
 ]
 IDS = [f'{a}-{s}' for a, s in CONFIGS]
 # One configuration per algorithm (FedOpt's with FedAdam) also runs on two TFF workers (synthetic;

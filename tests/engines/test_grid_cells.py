@@ -156,6 +156,25 @@ def test_each_cell_is_the_run_it_would_be_alone(case, tmp_path):
   assert len(set(finals)) == len(finals), finals  # the cells' hyperparameters told them apart
 
 
+def test_fedexp_cells_are_the_runs_alone(tmp_path):
+  """FedExP as grid cells (eta_l x server momentum): each cell's extrapolated step (its own
+  aggregation fold and eps round count), its server optimizer that keeps x_t and its released
+  model (x_t + x_{t+1}) / 2, which the cell's evaluation reads, are the run's alone."""
+  task = tv._task('synthetic')
+  specs = [('sgd', 1.0, 0.01, None), ('sgd', 1.0, 0.05, None), ('sgdm', 1.0, 0.02, None)]
+  make = lambda spec: _cell(task, *spec, name='fedexp')
+  dirs = [tmp_path / f'cell{i}' for i in range(len(specs))]
+  _run_cells(task, [make(s) for s in specs], dirs, 4, 10)
+  smallest = min(len(c['y']) for c in task.client_test.values())
+  for i, spec in enumerate(specs):
+    _run_alone(task, make(spec), tmp_path / f'alone{i}', 4, 10)
+    want_rows, want_clients = _read(tmp_path / f'alone{i}', 4)
+    got_rows, got_clients = _read(dirs[i], 4)
+    assert max(float(r['fedexp_eta_g']) for r in got_rows) > 1.0
+    assert_rows_close(want_rows, got_rows, n_examples=smallest)
+    assert_rows_close(want_clients, got_clients, n_examples=smallest)
+
+
 def test_cells_at_different_rounds_catch_up_and_a_diverging_cell_stops_alone(tmp_path):
   """Three synthetic cells to round 4 (checkpoints every 2); cell 1 loses its round-4
   checkpoint, so it resumes at round 2 and trains rounds 3-4 alone before the three train round

@@ -358,6 +358,26 @@ CASES = {
     1,
     5,
   ),
+  # FedExP: each client's Delta_i and ||Delta_i||^2 into the extrapolated mean, the server
+  # optimizer that keeps x_t, the released model; FedProx-ExP's proximal gradients and
+  # SCAFFOLD-ExP's control variates (client states) in chunks.
+  'synthetic-fedprox_exp-sgd': (
+    'synthetic',
+    'sgd',
+    _client('sgd', 0.01, batch_size=10),
+    5,
+    10,
+    dict(name='fedexp', fedexp=algorithms.FedExPHParams(local='fedprox', prox_mu=0.1)),
+  ),
+  'synthetic-scaffold_exp-sgd-chunks4': (
+    'synthetic',
+    'sgdm',
+    _client('sgd', 0.01, batch_size=10),
+    5,
+    20,
+    dict(name='fedexp', fedexp=algorithms.FedExPHParams(local='scaffold')),
+    4,
+  ),
   'fmnist-adafedadam-sgd': (
     'fmnist',
     'adaadam',

@@ -221,6 +221,103 @@ class FedProxHParams:
     validation.check_nonnegative('FedProx mu', self.mu)
 
 
+_EXTRAPOLATION = 'FedExP: server extrapolation (Jhunjhunwala et al. 2023)'
+EPSILON_SCALINGS = ('per_client', 'paper')
+EVAL_AVERAGES = ('last_two', 'none')
+EXTRAPOLATED_LOCALS = ('fedavg', 'fedprox', 'scaffold')
+
+
+def _decay_check(name: str, value: float) -> None:
+  if not 0.0 < value <= 1.0:
+    raise ValueError(f'{name} must be in (0, 1], got {value}')
+
+
+@dataclasses.dataclass(frozen=True)
+class FedExPHParams:
+  """FedExP's hyperparameters (`algorithms.fedexp`). Defaults: the authors' code, which produced
+  the published numbers.
+
+  Attributes:
+    epsilon: eps >= 0 in eta_g = max(1, mean ||Delta_i||^2 / (2 (||Delta_bar||^2 + eps'))).
+    epsilon_scaling: eps' = M eps ('per_client', the code; M the round's clients) or eps ('paper').
+    epsilon_decay: eps_t = eps decay^(t + 1) in round t = 0, 1, ..., in (0, 1] (the code:
+      0.998^2 with its eta_l decay of 0.998 per round; 1: constant).
+    clip_at_one: eta_g >= 1 (the paper's max with 1); False drops it.
+    eval_average: the released (evaluated) model: 'last_two' (x_t + x_{t+1}) / 2, the paper's
+      remedy for FedExP's oscillating iterates (x_1 after the first round), or 'none' (x_{t+1}).
+    local: the clients' training: 'fedavg' (local steps), 'fedprox' (with the proximal term
+      prox_mu / 2 ||x - x_t||^2) or 'scaffold' (SCAFFOLD Option II's corrected steps and control
+      variates): FedExP, FedProx-ExP and SCAFFOLD-ExP of the paper.
+    prox_mu: FedProx's mu >= 0 for local='fedprox'.
+  """
+
+  epsilon: float = settings.setting(
+    1e-3,
+    'fedexp_epsilon',
+    "FedExP eps in eta_g = max(1, mean ||Delta_i||^2 / (2 (||mean Delta||^2 + eps'))) (>= 0; the "
+    "authors' code: 1e-3 CIFAR, 1e-1 EMNIST).",
+    section=_EXTRAPOLATION,
+    check=settings.nonnegative,
+  )
+  epsilon_scaling: str = settings.setting(
+    'per_client',
+    'fedexp_epsilon_scaling',
+    "FedExP eps' = M eps with M the round's clients (per_client: the authors' code) or eps "
+    '(paper).',
+    section=_EXTRAPOLATION,
+    choices=EPSILON_SCALINGS,
+  )
+  epsilon_decay: float = settings.setting(
+    1.0,
+    'fedexp_epsilon_decay',
+    "FedExP eps_t = eps decay^(t+1), in (0, 1] (the authors' code: 0.996004 = 0.998^2 beside its "
+    'client learning-rate decay 0.998; 1: constant).',
+    section=_EXTRAPOLATION,
+    check=lambda flag, value: _decay_check(f'--{flag}', value),
+  )
+  clip_at_one: bool = settings.setting(
+    True,
+    'fedexp_clip_at_one',
+    "FedExP eta_g = max(1, ...) (the paper's); --nofedexp_clip_at_one drops the max.",
+    section=_EXTRAPOLATION,
+  )
+  eval_average: str = settings.setting(
+    'last_two',
+    'fedexp_eval_average',
+    'FedExP released (evaluated) model: last_two ((x_t + x_{t+1}) / 2, the paper) or none '
+    '(x_{t+1}). Training continues from x_{t+1} either way.',
+    section=_EXTRAPOLATION,
+    choices=EVAL_AVERAGES,
+  )
+  local: str = settings.setting(
+    'fedavg',
+    'fedexp_local',
+    "FedExP clients' training: fedavg (FedExP), fedprox (FedProx-ExP, --fedexp_prox_mu) or "
+    'scaffold (SCAFFOLD-ExP).',
+    section=_EXTRAPOLATION,
+    choices=EXTRAPOLATED_LOCALS,
+  )
+  prox_mu: float = settings.setting(
+    0.01,
+    'fedexp_prox_mu',
+    'FedProx-ExP proximal strength mu (>= 0; with --fedexp_local=fedprox).',
+    section=_EXTRAPOLATION,
+    check=settings.nonnegative,
+  )
+
+  def __post_init__(self):
+    validation.check_nonnegative('FedExP epsilon', self.epsilon)
+    _decay_check('FedExP epsilon_decay', self.epsilon_decay)
+    validation.check_nonnegative('FedExP prox_mu', self.prox_mu)
+    for name, value, valid in (
+      ('epsilon_scaling', self.epsilon_scaling, EPSILON_SCALINGS),
+      ('eval_average', self.eval_average, EVAL_AVERAGES),
+      ('local', self.local, EXTRAPOLATED_LOCALS),
+    ):
+      if value not in valid:
+        raise ValueError(f'unknown FedExP {name} {value!r}; valid choices: {", ".join(valid)}')
+
+
 @dataclasses.dataclass(frozen=True)
 class QFedAvgHParams:
   """q >= 0 (0: FedAvg with uniform weights)."""
@@ -520,6 +617,14 @@ ALGORITHMS: registry.Registry[AlgorithmEntry] = registry.Registry(
       dp_refusal="its aggregation weights and normaliser are functions of the clients' losses, "
       'which have no bound: no sensitivity to clip to',
     ),
+    'fedexp': AlgorithmEntry(
+      _builder('fedexp'),
+      FedExPHParams,
+      takes_num_clients=True,
+      dp_refusal="its server step size eta_g reads every client's ||Delta_i||^2 and their count, "
+      'which would reach the server unclipped and without noise',
+      compression_refusal=_THEIR_OWN.format('the extrapolated mean of Delta_i and ||Delta_i||^2'),
+    ),
     'adafedadam': AlgorithmEntry(
       _builder('adafedadam'),
       AdaFedAdamHParams,
@@ -575,5 +680,8 @@ def build_algorithm(name: str, inputs: AlgorithmInputs):
 
 
 def builder_exports() -> dict[str, str]:
-  """`build_<name>` -> its module, for `algorithms.__init__`'s lazy exports."""
-  return {f'build_{name}': entry.module for name, entry in ALGORITHMS.items()}
+  """`build_<name>` -> its module and each hyperparameter dataclass -> 'config', for
+  `algorithms.__init__`'s lazy exports: a registered algorithm is exported with its entry."""
+  exports = {f'build_{name}': entry.module for name, entry in ALGORITHMS.items()}
+  exports.update((e.hparams.__name__, 'config') for e in ALGORITHMS.values() if e.hparams)
+  return exports
