@@ -1,4 +1,4 @@
-"""Seconds per round of DP and compressed aggregation relative to the plain mean, on both engines.
+"""Seconds per round of DP and compressed aggregation (and FedExP's) relative to the plain mean.
 
   python -m benchmarks.aggregation_cost [--rounds=20] [--block=5]
   bazel run //benchmarks:aggregation_cost -- --rounds=10
@@ -8,8 +8,10 @@ of Kim et al. 2024 (21,840 weights), 50 clients per round, one local epoch of SG
 3 steps), FedAvg (server SGD, lr 1), no evaluation. Aggregations: the weighted mean (`mean`),
 `aggregators.dp_mean` with the fixed clip (z = 1, C = 0.25), the adaptive clip (z = 1,
 initial C = 0.1) and DP-FTRL's tree (z = 1, C = 0.25, restarted every 1000 / m rounds),
-`aggregators.quantized_mean` at 8 and 4 bits, and `aggregators.ddp_mean` (distributed Skellam
-under simulated secure aggregation, z = 1, C = 0.25, 16 bits; engine tff only); each on engine
+`aggregators.quantized_mean` at 8 and 4 bits, `aggregators.ddp_mean` (distributed Skellam
+under simulated secure aggregation, z = 1, C = 0.25, 16 bits; engine tff only), and FedExP
+(`--algorithm=fedexp`: its extrapolated mean of Delta_i and ||Delta_i||^2, and the server
+optimizer that keeps x_t for the released model, against FedAvg's mean); each on engine
 "inprocess" (one compiled round in this process) and "tff" (a LearningProcess on one local TFF
 worker).
 Every configuration trains the same clients from the same initial model; after `--warmup`
@@ -61,19 +63,25 @@ def aggregations(clients_per_round: int) -> dict:
     'uniform4': lambda: aggregators.quantized_mean(4),
     # Distributed DP under simulated secure aggregation, 16 bits: engine tff only.
     'ddp16': lambda: aggregators.ddp_mean(1.0, m, 0.25, 16),
+    # FedExP: the algorithm with its own aggregation (`ALGORITHM_ROWS`).
+    'fedexp': lambda: None,
   }
+
+
+# Rows that run another algorithm (with its own aggregation) than FedAvg.
+ALGORITHM_ROWS = {'fedexp': 'fedexp'}
 
 
 class _Runner:
   """One aggregation on one engine, stepping through rounds."""
 
-  def __init__(self, task, engine_name, aggregation, initial):
+  def __init__(self, task, engine_name, aggregation, initial, algorithm_name='fedopt'):
     client = algorithms.ClientTrainingConfig(
       client_optimizers.ClientOptimizerConfig('sgd', 0.1), batch_size=16, weighting='uniform'
     )
-    algorithm = algorithms.build_fedopt(
-      lambda: task.model_fn(1), client, optimizers.build_fedavg_sgd(1.0), aggregation=aggregation
-    )
+    build = getattr(algorithms, f'build_{algorithm_name}')
+    kwargs = {} if aggregation is None else {'aggregation': aggregation}
+    algorithm = build(lambda: task.model_fn(1), client, optimizers.build_fedavg_sgd(1.0), **kwargs)
     self.engine = engines.build_engine(
       engine_name, algorithm, engines.EngineOptions(clients_per_round=FLAGS.clients_per_round)
     )
@@ -117,7 +125,9 @@ def main(argv):
         aggregation = build()
         if engine != 'tff' and aggregation is not None and aggregation.tff_only:
           continue  # secure aggregation is a TFF intrinsic
-        runners[(engine, name)] = _Runner(task, engine, aggregation, initial)
+        runners[(engine, name)] = _Runner(
+          task, engine, aggregation, initial, ALGORITHM_ROWS.get(name, 'fedopt')
+        )
     for runner in runners.values():
       for _ in range(FLAGS.warmup):
         runner.step(timed=False)

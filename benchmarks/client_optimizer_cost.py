@@ -7,8 +7,8 @@ Setup of Kim et al. 2024 Table 1 (no evaluation): fmnist, the paper's CNN, 10 cl
 Dirichlet(0.1) partition per round (400 training examples each, 7 local steps at batch 64),
 FedAvg with the unweighted average, engine "inprocess" (one compiled round in this process).
 Client optimizers: sgd (lr 0.1), sgdm, adam, adagrad, sps, delta_sgd (the paper's rule: one
-gradient per step) and delta_sgd with `gradient='same_batch'` (the authors' code: two
-gradients per step). Every configuration trains the same clients from the same initial model;
+gradient per step), delta_sgd with `gradient='same_batch'` (the authors' code: two
+gradients per step), dog and ldog (Ivgi et al. 2023; reps_rel 1e-2, the norms of every step). Every configuration trains the same clients from the same initial model;
 after `--warmup` rounds each they are timed in round-robin blocks of `--block` rounds, the order
 rotating every block, so machine noise affects them alike. Printed: the median seconds per
 round, its ratio to sgd, and the CPU seconds per round (this process, from os.times).
@@ -31,6 +31,7 @@ from tff_adaptive import runtime  # noqa: F401  (drops TFF's import-time context
 from tff_adaptive import tasks
 from tff_adaptive.core import seeds
 from tff_adaptive.optimizers import client as client_optimizers
+from tff_adaptive.optimizers.config import DoGHParams
 
 flags.DEFINE_integer('rounds', 40, 'Timed rounds per client optimizer.')
 flags.DEFINE_integer('block', 5, 'Rounds per optimizer in each round-robin block.')
@@ -51,6 +52,8 @@ CONFIGS = {
   'delta_sgd_same_batch': client_optimizers.ClientOptimizerConfig(
     'delta_sgd', delta_sgd=optimizers.DeltaSGDHParams(gradient='same_batch')
   ),
+  'dog': client_optimizers.ClientOptimizerConfig('dog', dog=DoGHParams(reps_rel=1e-2)),
+  'ldog': client_optimizers.ClientOptimizerConfig('ldog', dog=DoGHParams(reps_rel=1e-2)),
 }
 
 

@@ -64,6 +64,8 @@ def _check_library_example(proc: subprocess.CompletedProcess) -> None:
   expected = sum(i * i * c for i, c in zip(i_k, c_k)) / sum(i * i for i in i_k)
   assert len(certainty) == 1 and abs(float(certainty[0].split()[-1]) - expected) < 1e-5
   assert math.isfinite(losses['fedpa client work'])
+  eta_g = [float(l.split()[-1]) for l in proc.stdout.splitlines() if l.startswith('fedexp, eta_g')]
+  assert len(eta_g) == 1 and eta_g[0] >= 1.0, proc.stdout  # FedExP's step, max(1, ...)
   assert abs(losses['tff engine'] - losses['in-process engine']) < 1e-5 * losses['tff engine']
 
 

@@ -2,8 +2,10 @@
 
 * `server`: the FedOpt family (FedAvg, FedAvgM, FedAdagrad, FedAdam, FedYogi; Reddi et al.
   2021), `SERVER_OPTIMIZERS`;
-* `client`: local update rules, `CLIENT_OPTIMIZERS` (SGD, SGDM, Adam, Adagrad, SPS, Delta-SGD);
+* `client`: local update rules, `CLIENT_OPTIMIZERS` (SGD, SGDM, Adam, Adagrad, SPS, Delta-SGD,
+  DoG, L-DoG);
 * `delta_sgd`: Delta-SGD (Kim et al. 2024), a TFF optimizer and a local-step hook;
+* `dog`: DoG and L-DoG (Ivgi et al. 2023), TFF optimizers (`dog.build_dog`, `dog.build_ldog`);
 * `adaadam`: AdaAdam of AdaFedAdam (Ju et al.), Adam adapted to the update's certainty;
 * `sps`: the stochastic Polyak step size (Loizou et al. 2021), a local-step hook;
 * `schedules`: round -> learning rate, `SCHEDULES`;
@@ -23,6 +25,7 @@ __all__ = [
   'ClientOptimizerConfig',
   'ClientRule',
   'DeltaSGDHParams',
+  'DoGHParams',
   'LEARNING_RATE_KEY',
   'PUBLISHED',
   'SCHEDULES',
@@ -54,6 +57,7 @@ __getattr__, __dir__ = registry.lazy_exports(
         'CLIENT_OPTIMIZERS',
         'ClientOptimizerConfig',
         'DeltaSGDHParams',
+        'DoGHParams',
         'PUBLISHED',
         'SCHEDULES',
         'SERVER_OPTIMIZERS',
