@@ -4,6 +4,8 @@
               --seeds > 1 results/table1/seeds/
   step_sizes  one client's Delta-SGD step sizes, Fig. 7 style (plot_step_sizes.py);
               results/step_sizes/
+  dog         DoG and L-DoG (Ivgi et al. 2023) as clients, beside Table 1's rows (dog.py);
+              results/dog/
 
 `--help` lists the studies; `STUDY --help` the study's flags (`reproductions.studies`).
 """
@@ -19,6 +21,7 @@ STUDIES = {
   'step_sizes': studies.Study(
     'plot_step_sizes', "one client's Delta-SGD step sizes over its local steps (Fig. 7 style)"
   ),
+  'dog': studies.Study('dog', "DoG and L-DoG clients (reps_rel piloted) beside Table 1's rows"),
 }
 
 

@@ -78,6 +78,8 @@ from reproductions import cell_runner
 from reproductions import publish
 from reproductions import seed_stats
 from reproductions.kim2024_delta_sgd import claim
+from reproductions.kim2024_delta_sgd.protocol import COMMON_FLAGS
+from reproductions.kim2024_delta_sgd.protocol import SERVER_FLAGS
 from reproductions.kim2024_delta_sgd.published import FEDADAM_ALPHA
 from reproductions.kim2024_delta_sgd.published import PAPER_ROUNDS
 from reproductions.kim2024_delta_sgd.published import ROWS
@@ -115,19 +117,6 @@ ROW_FLAGS = {
 }
 # An extra row is compared with the published number of the row it varies.
 EXTRA_OF = {'sps_authors_code': 'sps', 'delta_sgd_authors_code': 'delta_sgd'}
-COMMON_FLAGS = [
-  '--task=fmnist',
-  '--engine=inprocess',
-  '--clients_per_round=10',
-  '--client_batch_size=64',
-  '--client_epochs_per_round=1',
-  '--client_weighting=uniform',
-]
-SERVER_FLAGS = {
-  'fedavg': ['--server_optimizer=sgd', '--server_learning_rate=1'],
-  'fedadam': ['--server_optimizer=adam', '--server_learning_rate=0.001', '--tau=1e-8'],
-}
-
 flags.DEFINE_integer('rounds', PAPER_ROUNDS, "Rounds per cell (the paper's: 1000).")
 flags.DEFINE_list('alphas', ['1', '0.1', '0.01'], 'Dirichlet alphas of Table 1 (comma list).')
 flags.DEFINE_list('rows', list(ROWS), f'Table 1 client optimizers, of {", ".join(ROWS)}.')

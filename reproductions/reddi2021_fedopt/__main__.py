@@ -14,6 +14,9 @@ STUDIES = {
   'table1': studies.Study(
     'reproduce', 'the grid search: Table 1, heatmaps, tau figure, curves (COMMAND --task=TASK)'
   ),
+  'fedexp': studies.Study(
+    'fedexp', "FedExP beside Table 1's rows: the same eta_l search, selection and seeds"
+  ),
 }
 
 

@@ -25,8 +25,8 @@ STUDIES = {
   },
   'dp_fedopt': {'fmnist': 'reproduce'},
   'ju2023_adafedadam': {'table5': 'reproduce_synthetic', 'settings': 'settings_study'},
-  'kim2024_delta_sgd': {'table1': 'reproduce', 'step_sizes': 'plot_step_sizes'},
-  'reddi2021_fedopt': {'table1': 'reproduce'},
+  'kim2024_delta_sgd': {'table1': 'reproduce', 'step_sizes': 'plot_step_sizes', 'dog': 'dog'},
+  'reddi2021_fedopt': {'table1': 'reproduce', 'fedexp': 'fedexp'},
 }
 MAX_FUNCTION_LINES = 80
 
