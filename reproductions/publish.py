@@ -27,10 +27,12 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
 import contextlib
+import csv
 import datetime
 import functools
 import hashlib
 import json
+import math
 import numbers
 import os
 import shlex
@@ -97,6 +99,23 @@ def markdown_table(head: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[s
     '|' + '---|' * len(head),
     *('| ' + ' | '.join(str(v) for v in row) + ' |' for row in rows),
   ]
+
+
+def number_text(value: float | None, digits: int = 2, sign: bool = False) -> str:
+  """A table's number: `digits` decimals (with its sign when `sign`); '' for None or nan."""
+  if value is None or (isinstance(value, float) and math.isnan(value)):
+    return ''
+  return f'{value:+.{digits}f}' if sign else f'{value:.{digits}f}'
+
+
+def write_csv(path: str, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> None:
+  """A table as CSV (through `atomic_output`): `columns` in order, '' where a row has None or
+  no value."""
+  with atomic_output(path, newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(columns))
+    writer.writeheader()
+    for row in rows:
+      writer.writerow({k: '' if row.get(k) is None else row[k] for k in columns})
 
 
 class PublishError(ValueError):

@@ -195,24 +195,8 @@ def committed_rows(alpha: str) -> list[dict[str, str]]:
 # --- report ---
 
 
-def _fmt(value: float | None, digits: int = 2, sign: bool = False) -> str:
-  if value is None:
-    return ''
-  return f'{value:+.{digits}f}' if sign else f'{value:.{digits}f}'
-
-
 def _g(value: float | None) -> str:
   return '' if value is None else f'{value:.3g}'
-
-
-def _write_csv(path: str, columns: list[str], rows: list[dict]) -> None:
-  with publish.atomic_output(path, newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=columns)
-    writer.writeheader()
-    for row in rows:
-      writer.writerow(
-        {k: '' if row.get(k) is None else row[k] for k in columns},
-      )
 
 
 PILOT_COLUMNS = [
@@ -342,7 +326,7 @@ def write_report(pilot, chosen, full, results, runs_dir: str, out: str) -> list[
   written = []
   path = os.path.join(out, 'pilot_fmnist.csv')
   prows = pilot_rows(pilot, chosen, results)
-  _write_csv(path, PILOT_COLUMNS, prows)
+  publish.write_csv(path, PILOT_COLUMNS, prows)
   written.append(path)
   rows = [
     r
@@ -350,14 +334,14 @@ def write_report(pilot, chosen, full, results, runs_dir: str, out: str) -> list[
     for r in table_rows(alpha, chosen, full, results)
   ]
   path = os.path.join(out, 'dog_fmnist.csv')
-  _write_csv(path, TABLE_COLUMNS, rows)
+  publish.write_csv(path, TABLE_COLUMNS, rows)
   written.append(path)
   example = cell_runner.shown_command(trainer_command(full[0], runs_dir)) if full else ''
   shown = {
-    'published': lambda v: _fmt(v, 1),
-    'ours': _fmt,
-    'ours_std': _fmt,
-    'ours_last5evals': _fmt,
+    'published': lambda v: publish.number_text(v, 1),
+    'ours': publish.number_text,
+    'ours_std': publish.number_text,
+    'ours_last5evals': publish.number_text,
     'step_size': _g,
   }
   lines = [

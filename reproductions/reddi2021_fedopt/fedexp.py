@@ -29,7 +29,6 @@ cell; a partial run never replaces the committed result.
 
 import csv
 import dataclasses
-import math
 import os
 import shlex
 import sys
@@ -195,20 +194,6 @@ def committed_rows(task: str) -> list[dict[str, str]]:
 # --- report ---
 
 
-def _fmt(value: float | None, digits: int = 2, sign: bool = False) -> str:
-  if value is None or (isinstance(value, float) and math.isnan(value)):
-    return ''
-  return f'{value:+.{digits}f}' if sign else f'{value:.{digits}f}'
-
-
-def _write_csv(path: str, columns: list[str], rows: list[dict]) -> None:
-  with publish.atomic_output(path, newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=columns)
-    writer.writeheader()
-    for row in rows:
-      writer.writerow({k: '' if row.get(k) is None else row[k] for k in columns})
-
-
 def write_search(cells: list[Cell], results: dict[str, Result], out: str) -> str:
   loss = targets.window_column('train_loss', FLAGS.window, 'rounds')
   metric = targets.window_column(search.task_metric(FLAGS.task).column, FLAGS.window, 'rounds')
@@ -230,7 +215,7 @@ def write_search(cells: list[Cell], results: dict[str, Result], out: str) -> str
     }
     for c in cells
   ]
-  _write_csv(path, ['log10_client_lr', 'seed', loss, metric, 'mean_eta_g', 'status'], rows)
+  publish.write_csv(path, ['log10_client_lr', 'seed', loss, metric, 'mean_eta_g', 'status'], rows)
   return path
 
 
@@ -315,16 +300,16 @@ def write_table(
 ) -> list[str]:
   rows, _ = table_rows(chosen, results)
   csv_path = os.path.join(out, f'fedexp_{FLAGS.task}.csv')
-  _write_csv(
+  publish.write_csv(
     csv_path,
     TABLE_COLUMNS,
     [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in rows],
   )
   shown = {
-    'ours': _fmt,
-    'ours_std': _fmt,
-    'fedexp_minus_this': lambda v: _fmt(v, sign=True),
-    'mean_eta_g': lambda v: _fmt(v, 3),
+    'ours': publish.number_text,
+    'ours_std': publish.number_text,
+    'fedexp_minus_this': lambda v: publish.number_text(v, sign=True),
+    'mean_eta_g': lambda v: publish.number_text(v, 3),
   }
   table = publish.markdown_table(
     TABLE_COLUMNS,

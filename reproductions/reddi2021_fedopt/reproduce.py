@@ -33,7 +33,6 @@ paper's three claims checked on our numbers), heatmaps_<task>.png, tau_<task>.pn
 curves_<task>.png (the selected cells against rounds and against examples processed).
 """
 
-import csv
 import math
 import os
 import shlex
@@ -390,20 +389,6 @@ def confirm_cells(s: Search, cells: list[search.Cell]) -> dict[str, list[search.
 # --- outputs ---
 
 
-def _fmt(value: float | None, digits: int = 2, sign: bool = False) -> str:
-  if value is None or (isinstance(value, float) and math.isnan(value)):
-    return ''
-  return f'{value:+.{digits}f}' if sign else f'{value:.{digits}f}'
-
-
-def _write_csv(path: str, columns: list[str], rows: list[dict]) -> None:
-  with publish.atomic_output(path, newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=columns)
-    writer.writeheader()
-    for row in rows:
-      writer.writerow({k: '' if row.get(k) is None else row[k] for k in columns})
-
-
 def loss_column() -> str:
   return targets.window_column('train_loss', FLAGS.window, 'rounds')
 
@@ -443,7 +428,7 @@ def write_grid(s: Search, cells: list[search.Cell], out: str) -> str:
         'evaluations': st.evaluations,
       }
     )
-  _write_csv(path, columns, rows)
+  publish.write_csv(path, columns, rows)
   return path
 
 
@@ -651,7 +636,7 @@ def claim_lines(
     good = search.good_region(heatmap_values(s, cells, optimizer), metric, FLAGS.good_within)
     lines.append(
       f'| {published.PAPER_NAMES[optimizer]} | {len(good)} | '
-      f'{_fmt(search.rectangularity(good, s.grid))} | {_fmt(search.diagonal_correlation(good))} |'
+      f'{publish.number_text(search.rectangularity(good, s.grid))} | {publish.number_text(search.diagonal_correlation(good))} |'
     )
   lines += [
     '',
@@ -699,12 +684,12 @@ def selection_lines(s: Search, cells: list[search.Cell]) -> list[str]:
       [
         published.PAPER_NAMES[optimizer],
         _rates(chosen),
-        _fmt(a.train_loss, 4),
-        _fmt(a.metric),
+        publish.number_text(a.train_loss, 4),
+        publish.number_text(a.metric),
         _rates(best),
-        _fmt(b.train_loss, 4),
-        _fmt(b.metric),
-        _fmt(None if a.metric is None else a.metric - b.metric, sign=True),
+        publish.number_text(b.train_loss, 4),
+        publish.number_text(b.metric),
+        publish.number_text(None if a.metric is None else a.metric - b.metric, sign=True),
       ]
     )
   if not rows:
@@ -737,7 +722,7 @@ def selection_lines(s: Search, cells: list[search.Cell]) -> list[str]:
 def write_table(s: Search, cells, chosen, out: str) -> list[str]:
   rows = table_rows(s, chosen)
   csv_path = os.path.join(out, f'table1_{FLAGS.task}.csv')
-  _write_csv(csv_path, [*TABLE_COLUMNS, loss_column()], rows)
+  publish.write_csv(csv_path, [*TABLE_COLUMNS, loss_column()], rows)
   published_note = (
     f'Table 1 ({published.TABLE1_METRIC[FLAGS.task]})'
     if FLAGS.task in published.TABLE1
@@ -762,7 +747,7 @@ def write_table(s: Search, cells, chosen, out: str) -> list[str]:
       TABLE_COLUMNS,
       [
         [
-          _fmt(row[k], sign=k in ('difference', 'window_drift'))
+          publish.number_text(row[k], sign=k in ('difference', 'window_drift'))
           if k in ('ours', 'ours_std', 'difference', 'window_drift')
           else ('' if row[k] is None else row[k])
           for k in TABLE_COLUMNS

@@ -137,7 +137,7 @@ def test_the_documented_publish_commands_are_the_recorded_settings():
   path; the committed tables' own Command lines carry the same flags, less --publish."""
   entries = json.loads((RESULTS / 'publish.json').read_text())
   # reproduce_seeds: the multi-seed result of the same driver (--seeds > 1).
-  assert sorted(entries) == ['plot_step_sizes', 'reproduce', 'reproduce_seeds']
+  assert sorted(entries) == ['dog', 'plot_step_sizes', 'reproduce', 'reproduce_seeds']
   readme = (REPO / 'reproductions' / 'kim2024_delta_sgd' / 'README.md').read_text()
   readme = re.sub(r' *\\\n *', ' ', readme)  # join continued lines
   for name, entry in entries.items():

@@ -3,7 +3,9 @@ end on a few rounds of the synthetic task: the eta_l search, the selection by th
 training loss, the seeds of the selected cell, and the table beside the committed Table 1."""
 
 import csv
+import json
 import pathlib
+import shlex
 import statistics
 import subprocess
 import sys
@@ -108,3 +110,17 @@ def test_fedexp_is_searched_selected_and_seeded_as_table1(tmp_path):
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
   result = _run(*args, f'--runs_dir={tmp_path}/runs', '--dry_run', cwd=REPO)
   assert result.returncode == 2 and result.stderr.strip() == message
+
+
+def test_the_committed_result_records_its_command_and_settings():
+  """publish.json's fedexp entry: its command is the one the committed table and the README
+  quote, and the driver accepts it (a dry run passes --publish's settings check, naming the
+  committed folder)."""
+  entry = json.loads((RESULTS / 'publish.json').read_text())['fedexp_fmnist']
+  table = (REPO / entry['out'] / 'fedexp_fmnist.md').read_text()
+  assert f'- Command: `{entry["command"]}`' in table
+  assert entry['command'] in (REPO / 'reproductions' / 'reddi2021_fedopt' / 'README.md').read_text()
+  args = shlex.split(entry['command'].split(' -m reproductions.reddi2021_fedopt.fedexp ', 1)[1])
+  result = _run(*args, '--dry_run', cwd=REPO)
+  assert result.returncode == 0, result.stderr
+  assert result.stdout.rstrip().endswith(f'the report would go to {REPO / entry["out"]}')
