@@ -379,10 +379,10 @@ def write_figure(chosen: list[Cell], results: dict[str, Result], out: str) -> st
     eta.fill_between(rounds, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
   eta.set_xlabel('round')
   eta.set_ylabel('eta_g (FedExP server step)')
-  eta.set_yscale('log')
   fig.suptitle(
     f'FedExP on {FLAGS.task}, eta_l selected as Table 1 (band: min to max over seeds)', fontsize=9
   )
+  fig.tight_layout()
   path = os.path.join(out, f'fedexp_{FLAGS.task}.png')
   publish.save_figure(fig, path, dpi=120, bbox_inches='tight')
   plt.close(fig)
