@@ -12,16 +12,23 @@ package's reps_rel = 1e-6 barely moves. So the study has two stages, each optimi
 1. pilot: every --reps_grid value for --pilot_rounds rounds (seed --seed); selected: the smallest
    training loss averaged over the pilot's last --pilot_window rounds (the selection rule of
    Reddi et al. App. D.1, on training data only);
-2. the selected reps_rel for --rounds rounds (the paper's 1000) with --seeds seeds.
+2. the selected reps_rel for --rounds rounds (the paper's 1000) with --seeds seeds (a pilot of
+   --rounds rounds is the first seed's run).
+
+Committed: a 100-round pilot over six values (results/dog/pilot100: it picked reps_rel 0.1,
+which peaks near round 300 and then falls) and a 1000-round pilot over the three best
+(results/dog/pilot1000), each with its publish.json entry `dog_pilot<rounds>`.
 
 The table sets the results beside the committed multi-seed Table 1 of the same alpha (Delta-SGD
 with the paper's rule and with the authors' code options, and the baselines at the authors'
 run.sh rates: results/table1/seeds/table1_fmnist.csv, read, not rerun).
 
   .venv/bin/python -m reproductions.kim2024_delta_sgd dog --parallel=2
+  .venv/bin/python -m reproductions.kim2024_delta_sgd dog --pilot_rounds=1000 --pilot_window=100 \\
+      --reps_grid=1e-2,3e-2,1e-1 --parallel=2
 
 Outputs (default runs/kim2024_dog/report; the committed one, with --publish and the settings of
-results/publish.json, in results/dog): dog_fmnist.{md,csv} (the final table), pilot_fmnist.csv
+results/publish.json, in results/dog/pilot<rounds>): dog_fmnist.{md,csv} (the final table), pilot_fmnist.csv
 (every pilot cell) and accuracy_alpha<A>.png. Rerunning the same command resumes every
 unfinished cell; a partial run never replaces the committed result.
 """
@@ -477,7 +484,8 @@ def _main(argv: list[str]) -> int:
   logging.set_verbosity(logging.WARNING)
   check_flags(argv)
   runs_dir = publish.resolve(FLAGS.runs_dir)
-  out = publish.output_from_flags(DRIVER, FLAGS, SETTINGS, entry='dog')
+  # One committed result per pilot length (results/dog/pilot<rounds>).
+  out = publish.output_from_flags(DRIVER, FLAGS, SETTINGS, entry=f'dog_pilot{FLAGS.pilot_rounds}')
   pilot = [
     Cell(a, o, r, FLAGS.seed, FLAGS.pilot_rounds, True)
     for a in FLAGS.alphas
@@ -500,12 +508,15 @@ def _main(argv: list[str]) -> int:
       best = select([c for c in pilot if (c.alpha, c.optimizer) == (alpha, optimizer)], results)
       if best is not None:
         chosen[(alpha, optimizer)] = best
+  # A pilot as long as the full runs is the selected cell's first seed.
   full = [
-    dataclasses.replace(best, seed=FLAGS.seed + k, rounds=FLAGS.rounds, pilot=False)
+    best
+    if k == 0 and best.rounds == FLAGS.rounds
+    else dataclasses.replace(best, seed=FLAGS.seed + k, rounds=FLAGS.rounds, pilot=False)
     for best in chosen.values()
     for k in range(FLAGS.seeds)
   ]
-  stopped, more = run(full, runs_dir, FLAGS.rounds)
+  stopped, more = run([c for c in full if not c.pilot], runs_dir, FLAGS.rounds)
   if stopped is not None:
     return stopped
   failed += more

@@ -137,13 +137,20 @@ def test_the_documented_publish_commands_are_the_recorded_settings():
   path; the committed tables' own Command lines carry the same flags, less --publish."""
   entries = json.loads((RESULTS / 'publish.json').read_text())
   # reproduce_seeds: the multi-seed result of the same driver (--seeds > 1).
-  assert sorted(entries) == ['dog', 'plot_step_sizes', 'reproduce', 'reproduce_seeds']
+  # dog_pilot<rounds>: the DoG study's result per pilot length.
+  assert sorted(entries) == [
+    'dog_pilot100',
+    'dog_pilot1000',
+    'plot_step_sizes',
+    'reproduce',
+    'reproduce_seeds',
+  ]
   readme = (REPO / 'reproductions' / 'kim2024_delta_sgd' / 'README.md').read_text()
   readme = re.sub(r' *\\\n *', ' ', readme)  # join continued lines
   for name, entry in entries.items():
     assert entry['command'] in readme, name
     command = entry['command'].split()
-    module = name.removesuffix('_seeds')
+    module = re.sub(r'_(seeds|pilot\d+)$', '', name)
     assert command[:3] == ['.venv/bin/python', '-m', f'reproductions.kim2024_delta_sgd.{module}']
     result = _run(command[2], *command[3:], '--dry_run')
     assert result.returncode == 0, result.stderr
