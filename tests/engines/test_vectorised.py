@@ -553,14 +553,14 @@ def test_engine_options_reach_it():
   assert all(entry.stacked is not None for entry in entries.values())
   assert engine_config.vectorised_refusal('fedopt', 'lamb') == (
     "client optimizer 'lamb' is not batched yet (supported: sgd, sgdm, adam, adagrad, sps, "
-    'delta_sgd); use --engine=inprocess'
+    'delta_sgd, dog, ldog); use --engine=inprocess'
   )
   # So has every registered algorithm (FedPA's samples as `Algorithm.epoch_means`); a new one
   # is refused by name until it has.
   assert all(engine_config.vectorised_refusal(n, 'sgd') is None for n in algorithms.ALGORITHMS)
   assert engine_config.vectorised_refusal('fedlamb', 'sgd') == (
     "algorithm 'fedlamb' is not batched yet (supported: fedopt, scaffold, fedpa, fedprox, "
-    'fednova, qfedavg, adafedadam); use --engine=inprocess'
+    'fednova, qfedavg, fedexp, adafedadam); use --engine=inprocess'
   )
   # A client update written as a whole (not the three parts) is refused whatever its name.
   own = copy.copy(algorithm)

@@ -21,6 +21,7 @@ import tensorflow_federated as tff
 
 from tests.reference import dog_numpy as ref
 from tff_adaptive import optimizers
+from tff_adaptive.engines import stacked_steps
 from tff_adaptive.optimizers import dog
 from tff_adaptive.optimizers.config import DoGHParams
 
@@ -157,7 +158,7 @@ def test_the_stacked_form_steps_each_client_as_alone(layerwise):
   hparams = DoGHParams(reps_rel=1e-2)
   optimizer = (dog.build_ldog if layerwise else dog.build_dog)(hparams)
   problems = [_problem(seed) for seed in range(3)]
-  stepper = dog.stacked(None, types_rule(optimizer))
+  stepper = stacked_steps.dog_steps(None, types_rule(optimizer))
   specs = [tf.TensorSpec(s, tf.float32) for s in SHAPES]
   params = tuple(tf.constant(np.stack([p[0][i] for p in problems]), tf.float32) for i in range(3))
   state = stepper.init(params, specs, tf.constant(1.0), 3)

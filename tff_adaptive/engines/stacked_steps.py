@@ -30,6 +30,7 @@ from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
 from tff_adaptive.optimizers import config as optimizer_config
 from tff_adaptive.optimizers import delta_sgd
+from tff_adaptive.optimizers import dog
 from tff_adaptive.optimizers import sps
 
 
@@ -164,6 +165,38 @@ class PolyakSteps:
     return sps.statistics(state)
 
 
+class DoGSteps:
+  """DoG / L-DoG on K stacked clients: `optimizers.dog.dog_step` with per-client norms ([K]
+  from the stacked tensors) and its whole state stacked, every client its own step sizes."""
+
+  needs_previous_gradient = False
+
+  def __init__(self, optimizer):
+    self.optimizer = optimizer
+
+  def init(self, params, specs, learning_rate, num_clients):
+    del params, learning_rate  # x_0 is set on the first step; DoG reads no learning rate
+    state = self.optimizer.initialize(specs)
+    return tf.nest.map_structure(lambda t: _stack(tf.convert_to_tensor(t), num_clients), state)
+
+  def step(self, state, params, grads, losses, previous_grads, active):
+    del losses, previous_grads
+    params = tuple(params)
+    new_state, new_params = dog.dog_step(
+      state,
+      list(params),
+      list(grads),
+      self.optimizer.hparams,
+      self.optimizer.layerwise,
+      sq_norm=lambda t: per_client_sq_norm([t]),
+      scale=per_client,
+    )
+    return keep_active(active, new_state, state), keep_active(active, tuple(new_params), params)
+
+  def statistics(self, state):
+    return dog.statistics(state)
+
+
 # The stacked forms a client optimizer's entry names (`ClientOptimizerEntry.stacked`):
 # (its config, its rule) -> a stepper.
 
@@ -191,6 +224,12 @@ def delta_sgd_steps(config, rule) -> PerClientSteps:
     rule.statistics,
     same_batch=hparams.gradient == 'same_batch',
   )
+
+
+def dog_steps(config, rule) -> DoGSteps:
+  """DoG's and L-DoG's per-client step sizes (the rule's optimizer)."""
+  del config
+  return DoGSteps(rule.optimizer)
 
 
 def build(client_optimizer_config, client_rule):

@@ -799,15 +799,11 @@ def _entry(
   module: str = 'client',
   **kwargs: Any,
 ) -> ClientOptimizerEntry:
-  """An entry built by `optimizers.<module>.<rule>`, stacked by `engines.stacked_steps.<stacked>`
-  (or by `optimizers.<module>.<stacked>` where `stacked` is 'module:name')."""
-  stacked_target = f'{_STACKED}:{stacked}'
-  if stacked.startswith('module:'):
-    stacked_target = f'tff_adaptive.optimizers.{module}:{stacked.partition(":")[2]}'
+  """An entry built by `optimizers.<module>.<rule>`, stacked by `engines.stacked_steps.<stacked>`."""
   return ClientOptimizerEntry(
     registry.Lazy(f'tff_adaptive.optimizers.{module}:{rule}'),
     hparams,
-    stacked=registry.Lazy(stacked_target),
+    stacked=registry.Lazy(f'{_STACKED}:{stacked}'),
     **kwargs,
   )
 
@@ -825,13 +821,11 @@ CLIENT_OPTIMIZERS: registry.Registry[ClientOptimizerEntry] = registry.Registry(
     ),
     # DoG / L-DoG (Ivgi et al. 2023): `optimizers.dog`, no learning rate; L-DoG's step size is
     # per tensor (not a scalar step).
-    'dog': _entry(
-      'dog_rule', 'dog', stacked='module:stacked', reads_learning_rate=False, module='dog'
-    ),
+    'dog': _entry('dog_rule', 'dog', stacked='dog_steps', reads_learning_rate=False, module='dog'),
     'ldog': _entry(
       'ldog_rule',
       'dog',
-      stacked='module:stacked',
+      stacked='dog_steps',
       reads_learning_rate=False,
       scalar_step=False,
       module='dog',

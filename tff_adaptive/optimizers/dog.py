@@ -33,8 +33,8 @@ step) instead of the formula's 0 / 0.
 
 `build_dog` / `build_ldog` return a `tff.learning.optimizers.Optimizer` (DoG needs nothing but
 gradients), so either drops into any TFF pipeline as a client optimizer; `dog_rule` / `ldog_rule`
-are the registry's `ClientRule`s, and `stacked` their form for the vectorised engine (K clients'
-steps at once, every client its own step sizes). `DoGHParams` is defined without TensorFlow in
+are the registry's `ClientRule`s; their form for the vectorised engine (K clients' steps at once,
+every client its own step sizes) is `engines.stacked_steps.dog_steps`, which calls `dog_step`. `DoGHParams` is defined without TensorFlow in
 `optimizers.config` and re-exported here.
 """
 
@@ -43,7 +43,6 @@ import collections
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_adaptive.engines import stacked_steps
 from tff_adaptive.optimizers import client
 from tff_adaptive.optimizers.config import ClientOptimizerConfig
 from tff_adaptive.optimizers.config import DoGHParams
@@ -196,47 +195,3 @@ def dog_rule(config: ClientOptimizerConfig) -> client.ClientRule:
 def ldog_rule(config: ClientOptimizerConfig) -> client.ClientRule:
   """ldog: `build_ldog(config.dog)`; it reads no learning rate."""
   return client.optimizer_rule(build_ldog(config.dog), statistics)
-
-
-class StackedDoG:
-  """DoG / L-DoG on K stacked clients (engine vectorised): `dog_step` with per-client norms
-  ([K] from the stacked tensors) and its whole state stacked, every client its own step sizes."""
-
-  needs_previous_gradient = False
-
-  def __init__(self, optimizer: _DoG):
-    self.optimizer = optimizer
-
-  def init(self, params, specs, learning_rate, num_clients):
-    del params, learning_rate  # x_0 is set on the first step; DoG reads no learning rate
-    state = self.optimizer.initialize(specs)
-    return tf.nest.map_structure(
-      lambda t: tf.repeat(tf.convert_to_tensor(t)[None], num_clients, axis=0), state
-    )
-
-  def step(self, state, params, grads, losses, previous_grads, active):
-    del losses, previous_grads
-    params = tuple(params)
-    new_state, new_params = dog_step(
-      state,
-      list(params),
-      list(grads),
-      self.optimizer.hparams,
-      self.optimizer.layerwise,
-      sq_norm=lambda t: stacked_steps.per_client_sq_norm([t]),
-      scale=stacked_steps.per_client,
-    )
-    return (
-      stacked_steps.keep_active(active, new_state, state),
-      tuple(stacked_steps.keep_active(active, tuple(new_params), params)),
-    )
-
-  def statistics(self, state):
-    return statistics(state)
-
-
-def stacked(config: ClientOptimizerConfig, rule: client.ClientRule) -> StackedDoG:
-  """The entries' stacked form (`ClientOptimizerEntry.stacked`): the rule's optimizer on K
-  stacked clients."""
-  del config
-  return StackedDoG(rule.optimizer)
