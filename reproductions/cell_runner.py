@@ -88,6 +88,18 @@ def read_status(runs_dir: str, cell) -> dict | None:
 THREAD_VARIABLES = ('TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS')
 
 
+def run_status(finished: bool, rounds: int, total: int, exit_code: int | None) -> str:
+  """A cell's status in a report: 'done', 'diverged after round R', 'failed (<exit>)' (a trainer
+  exit other than 0, a divergence or an interruption), 'partial R of T' or 'missing'."""
+  if finished:
+    return 'done'
+  if exit_code == EXIT_DIVERGED:
+    return f'diverged after round {rounds}'
+  if exit_code is not None and exit_code != 0 and exit_code not in EXIT_INTERRUPTED:
+    return f'failed ({exit_text(exit_code)})'
+  return f'partial {rounds} of {total}' if rounds else 'missing'
+
+
 def child_env(environ=None) -> dict[str, str]:
   """The trainers' environment (`environ`, default this process's): TF's thread pools pinned to
   one thread each, whatever --parallel.

@@ -164,14 +164,9 @@ def read_result(runs_dir: str, cell: Cell) -> Result:
   result.step_size = seed_stats.mean_std(number(row.get(STEP_SIZE)) for row in rows)[0]
   result.distance = seed_stats.mean_std(number(row.get(DISTANCE)) for row in rows)[0]
   code = (cell_runner.read_status(runs_dir, cell) or {}).get('exit_code')
-  if result.rounds >= cell.rounds:
-    result.status = 'done'
-  elif code == cell_runner.EXIT_DIVERGED:
-    result.status = f'diverged after round {result.rounds}'
-  elif code is not None and code != 0 and code not in cell_runner.EXIT_INTERRUPTED:
-    result.status = f'failed ({cell_runner.exit_text(code)})'
-  elif result.rounds:
-    result.status = f'partial {result.rounds} of {cell.rounds}'
+  result.status = cell_runner.run_status(
+    result.rounds >= cell.rounds, result.rounds, cell.rounds, code
+  )
   return result
 
 

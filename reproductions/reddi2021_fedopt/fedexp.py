@@ -158,14 +158,7 @@ def read_result(runs_dir: str, cell: Cell) -> Result:
     if r is not None and v is not None
   ]
   code = (cell_runner.read_status(runs_dir, cell) or {}).get('exit_code')
-  if stats.finished:
-    status = 'done'
-  elif code == cell_runner.EXIT_DIVERGED:
-    status = f'diverged after round {stats.rounds}'
-  elif code is not None and code != 0 and code not in cell_runner.EXIT_INTERRUPTED:
-    status = f'failed ({cell_runner.exit_text(code)})'
-  else:
-    status = f'partial {stats.rounds} of {FLAGS.rounds}' if stats.rounds else 'missing'
+  status = cell_runner.run_status(stats.finished, stats.rounds, FLAGS.rounds, code)
   return Result(stats, sorted(eta_g), status)
 
 

@@ -342,17 +342,9 @@ class Search:
     rows = cell_runner.read_metrics(os.path.join(self.runs_dir, cell.name, 'metrics.csv'))
     stats = search.window_stats(rows, self.metric, FLAGS.window, self.rounds)
     self.stats[cell.name] = stats
-    code = status.get('exit_code')
-    if stats.finished:
-      self.status[cell.name] = 'done'
-    elif code == cell_runner.EXIT_DIVERGED:
-      self.status[cell.name] = f'diverged after round {stats.rounds}'
-    elif code is not None and code != 0 and code not in cell_runner.EXIT_INTERRUPTED:
-      self.status[cell.name] = f'failed ({cell_runner.exit_text(code)})'
-    elif stats.rounds:
-      self.status[cell.name] = f'partial {stats.rounds} of {self.rounds}'
-    else:
-      self.status[cell.name] = 'missing'
+    self.status[cell.name] = cell_runner.run_status(
+      stats.finished, stats.rounds, self.rounds, status.get('exit_code')
+    )
 
   def selected(self, cells: list[search.Cell], optimizer: str) -> search.Cell | None:
     return search.select([c for c in cells if c.optimizer == optimizer], self.stats)

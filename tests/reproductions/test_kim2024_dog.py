@@ -2,7 +2,6 @@
 few rounds of fmnist: the reps_rel pilot, its selection by the last-window training loss, the
 selected cell's seeds, and the table beside the committed multi-seed Table 1."""
 
-import csv
 import pathlib
 import statistics
 import subprocess
@@ -10,6 +9,7 @@ import sys
 
 import pytest
 
+from reproductions import cell_runner
 from reproductions import publish
 from tests import trainer_processes
 
@@ -40,18 +40,13 @@ def _run(*args, cwd):
   )
 
 
-def _rows(path):
-  with open(path, newline='') as f:
-    return list(csv.DictReader(f))
-
-
 @pytest.mark.skipif(not FMNIST_DIR.is_dir(), reason=f'{FMNIST_DIR} missing')
 def test_dog_is_piloted_selected_and_seeded_beside_table1(tmp_path):
   committed = publish.digests(str(RESULTS))
   result = _run(*ARGS, f'--runs_dir={tmp_path}/runs', f'--out={tmp_path}/out', cwd=tmp_path)
   assert result.returncode == 0, result.stdout + result.stderr
   runs, out = tmp_path / 'runs', tmp_path / 'out'
-  metrics = {p.parent.name: _rows(p) for p in runs.glob('*/metrics.csv')}
+  metrics = {p.parent.name: cell_runner.read_metrics(p) for p in runs.glob('*/metrics.csv')}
   # Selection: the smaller pilot training loss over its 2 rounds.
   loss = {
     reps: statistics.mean(
@@ -66,7 +61,7 @@ def test_dog_is_piloted_selected_and_seeded_beside_table1(tmp_path):
     f'a0.1_dog_reps{best}_seed1',
     f'a0.1_dog_reps{best}_seed2',
   }
-  pilot = {r['reps_rel']: r for r in _rows(out / 'pilot_fmnist.csv')}
+  pilot = {r['reps_rel']: r for r in cell_runner.read_metrics(out / 'pilot_fmnist.csv')}
   assert float(pilot['1e-2']['train_loss_window']) == pytest.approx(loss['1e-2'], abs=1e-4)
   assert [r for r in pilot if pilot[r]['selected'] == 'yes'] == [best]
   # DoG's row: the final accuracy (%) of each seed, their mean and sample std.
@@ -74,13 +69,15 @@ def test_dog_is_piloted_selected_and_seeded_beside_table1(tmp_path):
     100 * float(metrics[f'a0.1_dog_reps{best}_seed{s}'][-1]['eval_accuracy']) for s in (1, 2)
   ]
   assert all(len(metrics[f'a0.1_dog_reps{best}_seed{s}']) == 3 for s in (1, 2))
-  table = _rows(out / 'dog_fmnist.csv')
+  table = cell_runner.read_metrics(out / 'dog_fmnist.csv')
   assert table[0]['optimizer'] == f'dog (reps_rel {best})' and table[0]['published'] == ''
   assert float(table[0]['ours']) == pytest.approx(statistics.mean(finals), abs=0.01)
   assert float(table[0]['ours_std']) == pytest.approx(statistics.stdev(finals), abs=0.01)
   # Then the committed rows of alpha 0.1, as they are.
   committed_rows = [
-    r for r in _rows(RESULTS / 'table1' / 'seeds' / 'table1_fmnist.csv') if r['alpha'] == '0.1'
+    r
+    for r in cell_runner.read_metrics(RESULTS / 'table1' / 'seeds' / 'table1_fmnist.csv')
+    if r['alpha'] == '0.1'
   ]
   assert [(r['optimizer'], r['ours']) for r in table[1:]] == [
     (r['optimizer'], r['ours']) for r in committed_rows

@@ -2,7 +2,6 @@
 end on a few rounds of the synthetic task: the eta_l search, the selection by the last-window
 training loss, the seeds of the selected cell, and the table beside the committed Table 1."""
 
-import csv
 import json
 import pathlib
 import shlex
@@ -12,6 +11,7 @@ import sys
 
 import pytest
 
+from reproductions import cell_runner
 from reproductions import publish
 from tests import trainer_processes
 
@@ -40,17 +40,12 @@ def _run(*args, cwd):
   )
 
 
-def _rows(path):
-  with open(path, newline='') as f:
-    return list(csv.DictReader(f))
-
-
 def test_fedexp_is_searched_selected_and_seeded_as_table1(tmp_path):
   committed = publish.digests(str(RESULTS))
   result = _run(*ARGS, f'--runs_dir={tmp_path}/runs', f'--out={tmp_path}/out', cwd=tmp_path)
   assert result.returncode == 0, result.stdout + result.stderr
   runs, out = tmp_path / 'runs', tmp_path / 'out'
-  metrics = {p.parent.name: _rows(p) for p in runs.glob('*/metrics.csv')}
+  metrics = {p.parent.name: cell_runner.read_metrics(p) for p in runs.glob('*/metrics.csv')}
   # Selection: the smaller training loss averaged over rounds 2-3 (--window=2), seed 1.
   loss = {
     c: statistics.mean(float(r['train_loss']) for r in metrics[f'fedexp_c{c}_seed1'][1:])
@@ -58,7 +53,7 @@ def test_fedexp_is_searched_selected_and_seeded_as_table1(tmp_path):
   }
   best = min(loss, key=loss.get)
   assert set(metrics) == {'fedexp_c-2_seed1', 'fedexp_c-1_seed1', f'fedexp_c{best}_seed2'}
-  search = {r['log10_client_lr']: r for r in _rows(out / 'search_synthetic.csv')}
+  search = {r['log10_client_lr']: r for r in cell_runner.read_metrics(out / 'search_synthetic.csv')}
   assert set(search) == {'-2', '-1'}
   for c in search:
     assert float(search[c]['train_loss_last2rounds']) == pytest.approx(loss[c], abs=1e-5)
@@ -69,13 +64,15 @@ def test_fedexp_is_searched_selected_and_seeded_as_table1(tmp_path):
   ]
   eta_g = [float(r['fedexp_eta_g']) for s in (1, 2) for r in metrics[f'fedexp_c{best}_seed{s}']]
   assert min(eta_g) >= 1.0  # eta_g = max(1, ...)
-  table = _rows(out / 'fedexp_synthetic.csv')
+  table = cell_runner.read_metrics(out / 'fedexp_synthetic.csv')
   assert table[0]['method'] == 'FedExP' and table[0]['log10_client_lr'] == best
   assert float(table[0]['ours']) == pytest.approx(statistics.mean(per_seed), abs=1e-3)
   assert float(table[0]['ours_std']) == pytest.approx(statistics.stdev(per_seed), abs=1e-3)
   assert float(table[0]['mean_eta_g']) == pytest.approx(statistics.mean(eta_g), rel=1e-3)
   # The committed Table 1 rows, read as they are, with FedExP minus each.
-  committed_rows = _rows(RESULTS / 'table1' / 'synthetic' / 'table1_synthetic.csv')
+  committed_rows = cell_runner.read_metrics(
+    RESULTS / 'table1' / 'synthetic' / 'table1_synthetic.csv'
+  )
   assert [r['method'] for r in table[1:]] == [r['paper_name'] for r in committed_rows]
   for ours, theirs in zip(table[1:], committed_rows):
     assert float(ours['ours']) == float(theirs['ours'])
