@@ -69,6 +69,7 @@ from tff_adaptive.core import local_loop
 from tff_adaptive.core import seeds
 from tff_adaptive.engines import config
 from tff_adaptive.engines import functional_model
+from tff_adaptive.engines import fused_loop
 from tff_adaptive.engines import inprocess
 from tff_adaptive.engines import stacked_steps
 
@@ -106,6 +107,11 @@ def _keras_parts(model: tff.learning.models.VariableModel):
   return keras_model, loss, model.get_metrics()
 
 
+def keras_model(algorithm: algorithm_base.Algorithm) -> tf.keras.Model:
+  """The Keras model of a fresh `algorithm.model_fn()` (refused as `check_supported` refuses)."""
+  return _keras_parts(algorithm.model_fn())[0]
+
+
 def check_algorithm_reason(algorithm: algorithm_base.Algorithm) -> str | None:
   """Why the engine cannot run `algorithm` (one line); None if it can."""
   reason = config.vectorised_refusal(algorithm.name, algorithm.client.optimizer.name)
@@ -129,8 +135,7 @@ def check_supported(algorithm: algorithm_base.Algorithm) -> None:
   """`check_algorithm`, then whether the algorithm's model has a batched form (builds one)."""
   check_algorithm(algorithm)
   try:
-    keras_model = _keras_parts(algorithm.model_fn())[0]
-    functional_model.FunctionalModel.from_keras(keras_model)
+    functional_model.FunctionalModel.from_keras(keras_model(algorithm))
   except functional_model.UnsupportedModelError as e:
     raise ValueError(f'--engine=vectorised: {e}') from None
 
@@ -148,6 +153,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     algorithm: algorithm_base.Algorithm,
     device: str | None = None,
     chunk_size: int | None = None,
+    fused: bool = False,
   ):
     """Checks that `algorithm` and its model are supported, then builds the workspace model.
 
@@ -157,6 +163,8 @@ class VectorisedEngine(inprocess.InProcessEngine):
       device: a TF device name; None lets TF place ops.
       chunk_size: train the round's clients this many at a time, grouped by their number of
         local steps (for clients of very unequal sizes); None: all at once.
+      fused: run the clients' local steps one after another in one XLA computation
+        (`fused_loop`) instead of side by side; `chunk_size` is then not read.
 
     Raises:
       ValueError: the algorithm, client optimizer or model is not supported (one line).
@@ -168,13 +176,26 @@ class VectorisedEngine(inprocess.InProcessEngine):
       raise ValueError(f'chunk_size must be a positive integer or None, got {chunk_size!r}')
     self.chunk_size = chunk_size
     super().__init__(algorithm, device=device)
-    keras_model, self._loss, self._metrics = _keras_parts(self._model)
-    self.functional = functional_model.FunctionalModel.from_keras(keras_model)
+    keras, self._loss, self._metrics = _keras_parts(self._model)
+    self.functional = functional_model.FunctionalModel.from_keras(keras)
     self._stepper = stacked_steps.build(algorithm.client.optimizer, algorithm.client_rule)
     with tf.Graph().as_default():  # the names of the client rule's statistics
       params = tuple(tf.zeros([1, *s.shape], s.dtype) for s in self.specs)
       state = self._stepper.init(params, self.specs, tf.constant(0.0), tf.constant(1))
       self._rule_statistics = tuple(self._stepper.statistics(state))
+    self.fused = None
+    if fused:
+      reason = fused_loop.refusal(algorithm, self.functional)
+      if reason is not None:
+        raise ValueError(f'fused local training: {reason}')
+      self.fused = fused_loop.FusedTraining(
+        self.functional.apply,
+        self.client_losses,
+        self.update_metrics,
+        self._stepper,
+        algorithm.transform_gradient if algorithm.transforms_gradient() else None,
+        algorithm.client.batch_size,
+      )
 
   # -- The round. ----------------------------------------------------------------------------
 
@@ -274,8 +295,20 @@ class VectorisedEngine(inprocess.InProcessEngine):
     descending, ties in client order), so that a chunk's lock-step length is close to each of
     its clients' own; the results come back in client order either way.
     """
-    steps, schedule = self.schedule(splits, seeds_)
     starts, sizes = splits[:-1], splits[1:] - splits[:-1]
+    if self.fused is not None:
+      steps, steps_per_epoch, perms = self.permutations(splits, seeds_)
+      passes = self._full_passes(x_t, broadcast, features, starts, sizes)
+      updates, statistics = self.fused(
+        x_t.trainable,
+        broadcast,
+        client_states,
+        features,
+        fused_loop.Clients(starts, sizes, steps, steps_per_epoch, perms, seeds_),
+        lr,
+      )
+      return (updates, passes, statistics, ()), steps
+    steps, schedule = self.schedule(splits, seeds_)
     num_clients = tf.shape(steps)[0]
     if self.chunk_size is None:
       outputs = self._train_chunk(
@@ -367,6 +400,14 @@ class VectorisedEngine(inprocess.InProcessEngine):
       tf.math.divide_no_nan(g, per_client(g)) for g in grad_sum
     )
 
+  def _full_passes(self, x_t, broadcast, features, starts, sizes):
+    """{pass name: (F_i [K], grad F_i stacked or ())} of the given clients."""
+    passes = collections.OrderedDict()
+    for name, full_pass in self.algorithm.full_passes().items():
+      point = tuple(broadcast) if full_pass.at_broadcast else x_t.trainable
+      passes[name] = self._full_pass(point, full_pass, features, starts, sizes)
+    return passes
+
   def _train_chunk(
     self, x_t, broadcast, client_states, features, starts, sizes, steps, schedule, seeds_, lr
   ):
@@ -374,10 +415,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     (their u_i stacked, {pass name: (F_i, grad F_i or ())})."""
     alg = self.algorithm
     num_clients = tf.shape(steps)[0]
-    passes = collections.OrderedDict()
-    for name, full_pass in alg.full_passes().items():
-      point = tuple(broadcast) if full_pass.at_broadcast else x_t.trainable
-      passes[name] = self._full_pass(point, full_pass, features, starts, sizes)
+    passes = self._full_passes(x_t, broadcast, features, starts, sizes)
     x_shared = tuple(x_t.trainable)
     params = self._stack(x_shared, num_clients)
     stepper = self._stepper
@@ -422,16 +460,14 @@ class VectorisedEngine(inprocess.InProcessEngine):
     statistics = collections.OrderedDict(stepper.statistics(opt_state))
     return updates, passes, statistics, collector.result(sums)
 
-  def schedule(self, splits, seeds_):
-    """K_i and every client's minibatches: (steps [K], (row of the concatenated examples [K, S,
-    B], valid [K, S, B])), S = max K_i. Step s of client i visits epoch e = s // ceil(n_i / B) of its
-    permutation, positions b B .. min(b B + B, n_i) - 1 for b = s mod ceil(n_i / B)."""
+  def permutations(self, splits, seeds_):
+    """K_i, ceil(n_i / B) and every client's epoch permutations: (steps [K], steps per epoch
+    [K], perms [K, E, n_max] of range(n_i), zero-padded), E the most epochs a client runs."""
     alg = self.algorithm
-    batch_size = alg.client.batch_size
     max_epochs = alg.client.max_epochs or alg.client.epochs
     sizes = splits[1:] - splits[:-1]
     n_max = tf.reduce_max(sizes)
-    steps_per_epoch = local_loop.steps_per_epoch(sizes, batch_size)
+    steps_per_epoch = local_loop.steps_per_epoch(sizes, alg.client.batch_size)
     steps = steps_per_epoch * self._client_epochs(seeds_)
 
     def permutations(args):
@@ -440,6 +476,16 @@ class VectorisedEngine(inprocess.InProcessEngine):
       return tf.pad(perms, [[0, 0], [0, n_max - n]])
 
     perms = tf.map_fn(permutations, (sizes, seeds_), fn_output_signature=tf.int32)
+    return steps, steps_per_epoch, perms
+
+  def schedule(self, splits, seeds_):
+    """K_i and every client's minibatches: (steps [K], (row of the concatenated examples [K, S,
+    B], valid [K, S, B])), S = max K_i. Step s of client i visits epoch e = s // ceil(n_i / B) of its
+    permutation, positions b B .. min(b B + B, n_i) - 1 for b = s mod ceil(n_i / B)."""
+    batch_size = self.algorithm.client.batch_size
+    steps, steps_per_epoch, perms = self.permutations(splits, seeds_)
+    max_epochs, n_max = tf.shape(perms)[1], tf.shape(perms)[2]
+    sizes = splits[1:] - splits[:-1]
     s = tf.range(tf.reduce_max(steps))[None, :]  # [1, S]
     per_epoch = tf.maximum(steps_per_epoch, 1)[:, None]
     epoch = tf.minimum(s // per_epoch, max_epochs - 1)  # [K, S]
