@@ -298,7 +298,7 @@ class JaxFloorRunner:
         engines.RoundClient(str(i), c, client_seed(round_num, i, len(self.clients)))
         for i, c in enumerate(self.clients)
       ]
-      features, splits, seeds_, _, _ = self.engine.round_inputs(clients)
+      features, splits, seeds_ = self.engine.round_inputs(clients)[:3]
       self.tables[round_num] = fused_floor.step_table(self.engine, features, splits, seeds_)
     return self.tables[round_num]
 

@@ -126,7 +126,7 @@ def _floors(task, runners):
 def floor_inputs(engine, clients):
   """(x, y, step table) of a round for the floors: the engine's own schedule of the clients'
   minibatches (built here, outside the timed floor)."""
-  features, splits, seeds_, _, _ = engine.round_inputs(clients)
+  features, splits, seeds_ = engine.round_inputs(clients)[:3]
   table = fused_floor.step_table(engine, features, splits, seeds_)
   return features['x'], features['y'], table
 

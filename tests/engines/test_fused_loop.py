@@ -32,6 +32,12 @@ def test_sizes_pad_to_the_next_power_of_two_of_at_least_64():
   assert [int(fused_loop.bucket(tf.constant(n))) for n in sizes] == want
 
 
+def test_examples_pad_to_quarter_steps_between_powers_of_two():
+  sizes = [0, 64, 65, 80, 81, 127, 128, 1000, 1024, 1025, 17955, 20480, 20481]
+  want = [64, 64, 80, 80, 96, 128, 128, 1024, 1024, 1280, 20480, 20480, 24576]
+  assert [fused_loop.examples_bucket(n) for n in sizes] == want
+
+
 def _algorithm(model_fn, name='fedopt', client='sgd', batch_size=3, epochs=2, **hparams):
   return algorithms.build_algorithm(
     name,
@@ -67,17 +73,28 @@ def test_each_step_visits_the_minibatch_of_the_vectorised_schedule():
   splits = tf.constant(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32))
   seeds_ = tf.constant(np.arange(10, dtype=np.int64).reshape(5, 2) + 3)
   want_steps, (want_rows, want_valid) = engine.schedule(splits, seeds_)
-  steps, per_epoch, perms = engine.permutations(splits, seeds_)
+  steps, per_epoch, _ = engine.permutations(splits, seeds_)
   np.testing.assert_array_equal(steps, [0, 2, 4, 6, 8])
+  rows = engine.round_inputs(
+    [
+      engines.RoundClient(
+        str(i),
+        collections.OrderedDict(x=np.zeros((n, 60), np.float32), y=np.zeros(n, np.int32)),
+        seeds_[i].numpy(),
+      )
+      for i, n in enumerate(sizes)
+    ]
+  )[5]
+  assert rows.shape == (2, fused_loop.examples_bucket(sizes.sum()))
   clients = fused_loop.Clients(
-    splits[:-1], splits[1:] - splits[:-1], steps, per_epoch, perms, seeds_
+    splits[:-1], splits[1:] - splits[:-1], steps, per_epoch, rows, seeds_
   )
   for i in range(5):
     epoch, b = 0, 0
     for s in range(int(steps[i])):
-      rows, valid = fused_loop.minibatch(clients, perms[i], i, epoch, b, 3)
+      got_rows, valid = fused_loop.minibatch(clients, i, epoch, b, 3)
       np.testing.assert_array_equal(valid, want_valid[i, s])
-      np.testing.assert_array_equal(rows, want_rows[i, s])
+      np.testing.assert_array_equal(got_rows, want_rows[i, s])
       b += 1
       if b == per_epoch[i]:
         epoch, b = epoch + 1, 0

@@ -470,7 +470,7 @@ def test_each_client_computes_what_the_inprocess_engine_computes(case, tmp_path)
 
 def test_clients_in_chunks_and_dp_give_the_inprocess_rounds(tmp_path):
   """Chunks of 3 clients (sorted by steps) on synthetic with DP (adaptive clip, seeded noise):
-  the in-process engine's rounds, as all clients at once are. (Not bitwise the unchunked
+  the in-process engine's rounds, as all clients at once and the fused loop are. (Not bitwise the unchunked
   rounds: the training metrics sum the same minibatch losses in another order.)"""
   task = _task('synthetic')
   client = _client('sgd', 0.01, batch_size=10, weighting='uniform')
@@ -481,10 +481,11 @@ def test_clients_in_chunks_and_dp_give_the_inprocess_rounds(tmp_path):
     'inprocess': engines.InProcessEngine(make()),
     'vectorised': vectorised.VectorisedEngine(make()),
     'chunks': vectorised.VectorisedEngine(make(), chunk_size=3),
+    'fused': vectorised.VectorisedEngine(make(), fused=True),  # its fold compiled by XLA too
   }
   results = {name: _train(task, e, tmp_path / name, 4, 10) for name, e in runs.items()}
   smallest = min(len(c['y']) for c in task.client_test.values())
-  for name in ('vectorised', 'chunks'):
+  for name in ('vectorised', 'chunks', 'fused'):
     for want, got in zip(results['inprocess'], results[name]):
       assert_rows_close(want, got, n_examples=smallest)
   assert float(results['chunks'][0][-1]['dp_clip']) != 0.1  # the DP aggregation ran, adapting

@@ -47,6 +47,16 @@ def bucket(size: tf.Tensor) -> tf.Tensor:
   return tf.where(padded < size, padded * 2, padded)  # float rounding at exact powers
 
 
+def examples_bucket(size: int) -> int:
+  """The padded number of a round's examples: the smallest 2^k (1 + j/4) >= size (j = 0..3,
+  at least MIN_BUCKET), at most 25 % of padding: every example is copied into the program
+  each round, so its buckets are finer than the other sizes' (`bucket`)."""
+  size = max(int(size), MIN_BUCKET)
+  base = 1 << (size.bit_length() - 1)  # the largest power of two <= size
+  quarter = base // 4
+  return base + -(-(size - base) // quarter) * quarter
+
+
 def pad_rows(t: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
   """`t` with zero rows appended up to `rows` rows (its leading dimension)."""
   padding = [[0, rows - tf.shape(t)[0]]] + [[0, 0]] * (t.shape.rank - 1)
@@ -55,27 +65,29 @@ def pad_rows(t: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
 
 class Clients(NamedTuple):
   """A round's clients as the loop reads them: row offsets of their examples in the concatenated
-  features, sizes n_i, local steps K_i, steps per epoch ceil(n_i / B), epoch permutations
-  [C, E, n_max] (`VectorisedEngine.permutations`) and round seeds [C, 2]."""
+  features, sizes n_i, local steps K_i, steps per epoch ceil(n_i / B), every client's epoch
+  permutations as rows of the concatenated examples ([E, sum n_i], `seeds.epoch_rows`) and
+  round seeds [C, 2]."""
 
   starts: tf.Tensor
   sizes: tf.Tensor
   steps: tf.Tensor
   steps_per_epoch: tf.Tensor
-  perms: tf.Tensor
+  rows: tf.Tensor
   seeds: tf.Tensor
 
 
-def minibatch(clients: Clients, perms, i, epoch, b, batch_size: int):
+def minibatch(clients: Clients, i, epoch, b, batch_size: int):
   """Rows of the concatenated examples [B] and their mask [B] of client i's minibatch b of epoch
-  `epoch` (its local step s = epoch ceil(n_i / B) + b): positions b B .. b B + B - 1 of the
-  epoch's permutation `perms[epoch]`, those < n_i valid; as `VectorisedEngine.schedule` gives
-  them. (The loop carries (epoch, b) from step to step: XLA would take a division by the
-  client's steps per epoch for a compile-time constant, and compile a program per round.)"""
+  `epoch` (its local step s = epoch ceil(n_i / B) + b): positions b B .. b B + B - 1 of its
+  epoch permutation, those < n_i valid; as `VectorisedEngine.schedule` gives them. (The loop
+  carries (epoch, b) from step to step: XLA would take a division by the client's steps per
+  epoch for a compile-time constant, and compile a program per round.)"""
   position = b * batch_size + tf.range(batch_size)
   valid = position < clients.sizes[i]
-  index = tf.gather(perms[epoch], tf.minimum(position, tf.shape(perms)[1] - 1))
-  return tf.where(valid, index + clients.starts[i], 0), valid
+  last = tf.maximum(clients.sizes[i] - 1, 0)
+  index = tf.gather(clients.rows[epoch], clients.starts[i] + tf.minimum(position, last))
+  return tf.where(valid, index, 0), valid
 
 
 class FusedTraining:
@@ -106,19 +118,23 @@ class FusedTraining:
 
   def __call__(self, x_t, broadcast, client_states, features, clients: Clients, lr):
     """Every client's u_i = x_t - x_i (stacked [C, ...]) and its optimizer's statistics
-    ({name: [C]}), the round's examples and clients padded to buckets around the call."""
+    ({name: [C]}). The examples (`features`, `clients.rows`) come padded to `examples_bucket`
+    rows (`VectorisedEngine.round_inputs` pads them as it concatenates them); the clients are
+    padded to `bucket` here."""
     num_clients = tf.shape(clients.steps)[0]
     clients_pad = bucket(num_clients)
-    rows_pad = bucket(tf.shape(tf.nest.flatten(features)[0])[0])
-    perms = clients.perms
-    perms = tf.pad(perms, [[0, 0], [0, 0], [0, bucket(tf.shape(perms)[2]) - tf.shape(perms)[2]]])
     updates, statistics = self._compiled(
       tuple(x_t),
       broadcast,
       tuple(pad_rows(s, clients_pad) for s in client_states),
-      collections.OrderedDict((k, pad_rows(v, rows_pad)) for k, v in features.items()),
+      features,
       num_clients,
-      Clients(*(pad_rows(t, clients_pad) for t in clients._replace(perms=perms))),
+      Clients(
+        *(
+          t if name == 'rows' else pad_rows(t, clients_pad)
+          for name, t in zip(Clients._fields, clients)
+        )
+      ),
       tf.cast(lr, tf.float32),
     )
     return (
@@ -147,8 +163,8 @@ class FusedTraining:
       for name, value in fresh_statistics.items()
     )
 
-    def local_step(i, perms, s, epoch, b, params, state):
-      rows, mask = minibatch(clients, perms, i, epoch, b, self._batch_size)
+    def local_step(i, s, epoch, b, params, state):
+      rows, mask = minibatch(clients, i, epoch, b, self._batch_size)
       batch = collections.OrderedDict((k, tf.gather(v, rows)[None]) for k, v in features.items())
       mask = mask[None]
       count = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
@@ -176,12 +192,11 @@ class FusedTraining:
       return tuple(params), state
 
     def client_body(i, updates, statistics):
-      perms = clients.perms[i]  # [E, n_pad]
 
       per_epoch = clients.steps_per_epoch[i]
 
       def step_body(s, epoch, b, params, state):
-        params, state = local_step(i, perms, s, epoch, b, params, state)
+        params, state = local_step(i, s, epoch, b, params, state)
         last = tf.equal(b + 1, per_epoch)
         return s + 1, tf.where(last, epoch + 1, epoch), tf.where(last, 0, b + 1), params, state
 

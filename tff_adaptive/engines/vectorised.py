@@ -60,7 +60,10 @@ client optimizer, or another model is refused in one line naming why
 """
 
 import collections
+from typing import Any
+from typing import NamedTuple
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -184,6 +187,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
       state = self._stepper.init(params, self.specs, tf.constant(0.0), tf.constant(1))
       self._rule_statistics = tuple(self._stepper.statistics(state))
     self.fused = None
+    self._fold_fn = None
     if fused:
       reason = fused_loop.refusal(algorithm, self.functional)
       if reason is not None:
@@ -203,7 +207,31 @@ class VectorisedEngine(inprocess.InProcessEngine):
   # concatenated, row offsets, seeds, stored client states and whether each had one), and so is
   # its compiled function (`_build_round_fn`).
 
-  def _round(self, state, features, splits, seeds_, states, present):
+  def round_inputs(self, clients) -> tuple:
+    """The in-process engine's inputs; with the fused loop also every client's epoch
+    permutations as rows of the concatenated examples (`seeds.epoch_rows`, [E, sum n_i], E the
+    most epochs a client runs), computed on the host for all clients at once."""
+    inputs = super().round_inputs(clients)
+    if self.fused is None:
+      return inputs
+    splits, seeds_ = inputs[1], inputs[2]
+    epochs = self.algorithm.client.max_epochs or self.algorithm.client.epochs
+    rows = seeds.epoch_rows(np.diff(splits), epochs, seeds_)
+    padding = np.zeros((epochs, self.examples_size(len(rows[0])) - len(rows[0])), np.int32)
+    return (*inputs, np.concatenate([rows, padding], axis=1))
+
+  def examples_size(self, total: int) -> int:
+    """Rows of the concatenated examples for `total` examples: with the fused loop padded to
+    its bucket (`fused_loop.examples_bucket`), so that XLA compiles a handful of programs."""
+    return total if self.fused is None else fused_loop.examples_bucket(total)
+
+  def round_signature(self, state, *inputs) -> tuple:
+    signature = super().round_signature(state, *inputs[:5])
+    if self.fused is None:
+      return signature
+    return (*signature, tf.TensorSpec([inputs[5].shape[0], None], tf.int32))
+
+  def _round(self, state, features, splits, seeds_, states, present, rows=None):
     alg = self.algorithm
     x_t = state['model']
     lr = tf.cast(alg.client_lr_schedule(state['client_round']), tf.float32)
@@ -213,36 +241,69 @@ class VectorisedEngine(inprocess.InProcessEngine):
     num_clients = tf.shape(sizes)[0]
     client_states = self._entry_states(states, present, broadcast)
     (updates, passes, rule_stats, collected), steps = self._train_clients(
-      x_t, broadcast, client_states, features, splits, seeds_, lr
+      x_t, broadcast, client_states, features, splits, seeds_, lr, rows
     )
-    num_examples = tf.cast(sizes, tf.float32)
-    x_shared = tuple(x_t.trainable)
-
-    def client_output(i):
-      return alg.client_result(
-        algorithm_base.LocalResult(
-          update=tuple(u[i] for u in updates),
-          num_steps=steps[i],
-          stats=collections.OrderedDict(
-            [('local_steps', tf.cast(steps[i], tf.float32))]
-            + [(name, value[i]) for name, value in rule_stats.items()]
-          ),
-          num_examples=num_examples[i],
-          learning_rate=lr,
-          passes=collections.OrderedDict(
-            (name, algorithm_base.Evaluation(loss[i], tuple(g[i] for g in grads) or None))
-            for name, (loss, grads) in passes.items()
-          ),
-          broadcast=broadcast,
-          client_state=tuple(s[i] for s in client_states),
-          initial=x_shared,
-          epoch_means=tf.nest.map_structure(lambda t: t[i], collected),
-        )
-      )
-
+    per_client = _PerClient(
+      updates, steps, tf.cast(sizes, tf.float32), rule_stats, passes, client_states, collected
+    )
+    shared = (lr, broadcast, tuple(x_t.trainable))
     spec = self.output_spec(broadcast)
-    carry, new_states = self.fold_clients(state, spec, num_clients, client_output)
+    if self.fused is not None and not alg.aggregation.compressed:
+      carry, new_states = self._compiled_fold(state['aggregator'], spec, per_client, shared)
+    else:
+      carry, new_states = self.fold_clients(
+        state, spec, num_clients, lambda i: self._client_output(i, per_client, shared)
+      )
     return self.server_step(state, spec, num_clients, carry, new_states)
+
+  def _client_output(self, i, per_client, shared):
+    """Client i's `client_result` from the round's stacked per-client results."""
+    updates, steps, num_examples, rule_stats, passes, client_states, collected = per_client
+    lr, broadcast, x_shared = shared
+    return self.algorithm.client_result(
+      algorithm_base.LocalResult(
+        update=tuple(u[i] for u in updates),
+        num_steps=steps[i],
+        stats=collections.OrderedDict(
+          [('local_steps', tf.cast(steps[i], tf.float32))]
+          + [(name, value[i]) for name, value in rule_stats.items()]
+        ),
+        num_examples=num_examples[i],
+        learning_rate=lr,
+        passes=collections.OrderedDict(
+          (name, algorithm_base.Evaluation(loss[i], tuple(g[i] for g in grads) or None))
+          for name, (loss, grads) in passes.items()
+        ),
+        broadcast=broadcast,
+        client_state=tuple(s[i] for s in client_states),
+        initial=x_shared,
+        epoch_means=tf.nest.map_structure(lambda t: t[i], collected),
+      )
+    )
+
+  def _compiled_fold(self, aggregator_state, spec, per_client, shared):
+    """`fold_clients` compiled by XLA (with the fused loop; not for compressed aggregations,
+    whose random rotations XLA would draw otherwise): the clients' `client_result`s and the
+    aggregation's accumulation, padded to `fused_loop.bucket` clients. Returns what
+    `fold_clients` returns."""
+    num_clients = tf.shape(per_client.steps)[0]
+    slots = fused_loop.bucket(num_clients)
+    padded = tf.nest.map_structure(lambda t: fused_loop.pad_rows(t, slots), per_client)
+
+    def fold(aggregator_state, padded, shared, num_clients):
+      carry, new_states = self.fold_clients(
+        collections.OrderedDict(aggregator=aggregator_state),
+        spec,
+        num_clients,
+        lambda i: self._client_output(i, padded, shared),
+        slots=tf.shape(padded.steps)[0],
+      )
+      return carry, [ta.stack() for ta in new_states]
+
+    if self._fold_fn is None:
+      self._fold_fn = tf.function(fold, jit_compile=True, autograph=False)
+    carry, stacked = self._fold_fn(aggregator_state, padded, shared, num_clients)
+    return carry, [_Stacked(t[:num_clients]) for t in stacked]
 
   def output_spec(self, broadcast) -> algorithm_base.ClientOutput:
     """The structure of `client_result`'s output, traced once in a scratch graph."""
@@ -287,7 +348,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
       return tf.fill(tf.shape(seeds_)[:1], tf.constant(alg.client.epochs, tf.int32))
     return tf.map_fn(alg.client_epochs, seeds_, fn_output_signature=tf.int32)
 
-  def _train_clients(self, x_t, broadcast, client_states, features, splits, seeds_, lr):
+  def _train_clients(self, x_t, broadcast, client_states, features, splits, seeds_, lr, rows):
     """Every client's full passes and local training from x_t, side by side.
 
     Returns ((u_i stacked, {pass name: (F_i [K], grad F_i stacked or ())}), K_i). With
@@ -297,14 +358,15 @@ class VectorisedEngine(inprocess.InProcessEngine):
     """
     starts, sizes = splits[:-1], splits[1:] - splits[:-1]
     if self.fused is not None:
-      steps, steps_per_epoch, perms = self.permutations(splits, seeds_)
+      steps_per_epoch = local_loop.steps_per_epoch(sizes, self.algorithm.client.batch_size)
+      steps = steps_per_epoch * self._client_epochs(seeds_)
       passes = self._full_passes(x_t, broadcast, features, starts, sizes)
       updates, statistics = self.fused(
         x_t.trainable,
         broadcast,
         client_states,
         features,
-        fused_loop.Clients(starts, sizes, steps, steps_per_epoch, perms, seeds_),
+        fused_loop.Clients(starts, sizes, steps, steps_per_epoch, rows, seeds_),
         lr,
       )
       return (updates, passes, statistics, ()), steps
@@ -527,6 +589,27 @@ class VectorisedEngine(inprocess.InProcessEngine):
         metric.update_state(y, predictions, sample_weight=tf.cast(valid, predictions.dtype))
       else:
         metric.update_state(tf.boolean_mask(y, valid), tf.boolean_mask(predictions, valid))
+
+
+class _PerClient(NamedTuple):
+  """The round's per-client results, stacked on a leading client axis."""
+
+  updates: tuple
+  steps: tf.Tensor
+  num_examples: tf.Tensor
+  rule_stats: collections.OrderedDict
+  passes: collections.OrderedDict
+  client_states: tuple
+  collected: Any
+
+
+class _Stacked(NamedTuple):
+  """Stacked new client states where `server_step` expects a TensorArray (`stack()`)."""
+
+  value: tf.Tensor
+
+  def stack(self) -> tf.Tensor:
+    return self.value
 
 
 class _EpochMeansCollector:
