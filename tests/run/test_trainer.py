@@ -557,7 +557,7 @@ _BAD_INPUT = {
   ),
   'fused_loop_value': (
     ['--task=synthetic', '--engine=inprocess', '--fused_loop=yes'],
-    ['--fused_loop', "'yes'", 'auto, on, off'],
+    ["--fused_loop: unknown fused loop 'yes'; valid choices: auto, on, off"],
   ),
   'fused_loop_and_xla': (
     ['--task=synthetic', '--engine=inprocess', '--xla', '--fused_loop=on'],

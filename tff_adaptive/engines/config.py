@@ -17,6 +17,7 @@ from tff_adaptive.algorithms import config as algorithm_config
 from tff_adaptive.optimizers import config as optimizer_config
 
 _SECTION = 'Engine and workers'  # the --help section of the engines' flags
+FUSED_LOOP_MODES = ('auto', 'on', 'off')  # --fused_loop (`fused_choice`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +57,9 @@ class EngineOptions:
     'fused_loop',
     "inprocess and vectorised engines: run a round's local steps (every client's, one after "
     "another) as one XLA computation: 'on', 'off', or 'auto' (on where measured faster: models "
-    'without convolutions on the CPU; docs/engines_and_workers.md).',
+    'without convolutions on the CPU; docs/engines_and_workers.md). Valid: {choices}.',
     section=_SECTION,
-    choices=('auto', 'on', 'off'),
-    kind='enum',
+    choices=FUSED_LOOP_MODES,
   )
 
 

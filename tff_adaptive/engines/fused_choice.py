@@ -19,12 +19,13 @@ a GPU (not measured), not with `--xla` (each step compiled alone, the older opti
 from absl import logging
 import tensorflow as tf
 
+from tff_adaptive.engines import config
 from tff_adaptive.engines import functional_model
 from tff_adaptive.engines import fused_loop
 from tff_adaptive.engines import inprocess
 from tff_adaptive.engines import vectorised
 
-MODES = ('auto', 'on', 'off')
+MODES = config.FUSED_LOOP_MODES
 _CONVOLUTIONS = (tf.keras.layers.Conv1D, tf.keras.layers.Conv2D, tf.keras.layers.Conv3D)
 
 

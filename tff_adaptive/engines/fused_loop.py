@@ -41,10 +41,11 @@ MIN_BUCKET = 64
 
 def bucket(size: tf.Tensor) -> tf.Tensor:
   """The padded size of `size` (int32 scalar): the next power of two, at least MIN_BUCKET."""
-  size = tf.maximum(tf.cast(size, tf.int32), MIN_BUCKET)
-  exponent = tf.math.ceil(tf.experimental.numpy.log2(tf.cast(size, tf.float64)))
-  padded = tf.cast(tf.pow(tf.constant(2.0, tf.float64), exponent), tf.int32)
-  return tf.where(padded < size, padded * 2, padded)  # float rounding at exact powers
+  # Every bit below the highest of size - 1 set, plus one: the next power of two >= size.
+  n = tf.maximum(tf.cast(size, tf.int32), MIN_BUCKET) - 1
+  for shift in (1, 2, 4, 8, 16):
+    n = tf.bitwise.bitwise_or(n, tf.bitwise.right_shift(n, shift))
+  return n + 1
 
 
 def examples_bucket(size: int) -> int:

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_adaptive import _quiet_tensorflow
 from tff_adaptive.algorithms import base as algorithm_base
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
@@ -349,7 +350,11 @@ class InProcessEngine(base.Engine):
     with tf.device(self.device):
       if self._round_fn is None:
         self._round_fn = self._build_round_fn(state, *inputs)
-      outputs = self._round_fn(state, *inputs)
+        # The first round traces and compiles: XLA's one-off CPU notice is kept off stderr.
+        with _quiet_tensorflow.filtered_compile_noise():
+          outputs = self._round_fn(state, *inputs)
+      else:
+        outputs = self._round_fn(state, *inputs)
     return self.round_result(clients, *outputs)
 
   def round_inputs(self, clients: Sequence[base.RoundClient]) -> tuple:
