@@ -284,10 +284,10 @@ class JaxFloorRunner:
   def _adam(self, x_t, g):
     self.step += 1
     eta = fedopt_math.bias_corrected_learning_rate(_SERVER_LR.value, _BETA_1, _BETA_2, self.step)
-    self.m = [fedopt_math.first_moment(m, u, _BETA_1).numpy() for m, u in zip(self.m, g)]
-    self.v = [fedopt_math.adam_second_moment(v, u, _BETA_2).numpy() for v, u in zip(self.v, g)]
+    self.m = [np.asarray(fedopt_math.first_moment(m, u, _BETA_1)) for m, u in zip(self.m, g)]
+    self.v = [np.asarray(fedopt_math.adam_second_moment(v, u, _BETA_2)) for v, u in zip(self.v, g)]
     return [
-      fedopt_math.adaptive_step(w, m, v, eta, _TAU.value).numpy()
+      np.asarray(fedopt_math.adaptive_step(w, m, v, eta, _TAU.value), np.float32)
       for w, m, v in zip(x_t, self.m, self.v)
     ]
 
@@ -478,7 +478,7 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
   row['vectorised_over_inprocess'] = med['vectorised'] / med['inprocess']
   row['fused_over_floor'] = med['fused'] / med['floor']
   row['fused_over_inprocess'] = med['fused'] / med['inprocess']
-  row['fused_engine'] = 'fused' if runners['fused'].engine.fused is not None else 'unfused'
+  row['fused_engine'] = 'fused' if getattr(runners['fused'].engine, 'fused', None) else 'unfused'
   for impl in ('inprocess', 'vectorised', 'fused', 'floor'):
     row[f'{impl}_over_jax_floor'] = med[impl] / med[JAX_FLOOR] if JAX_FLOOR in med else float('nan')
   for impl in impls:

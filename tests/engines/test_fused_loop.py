@@ -26,9 +26,9 @@ from tff_adaptive.optimizers import schedules
 from tff_adaptive.tasks import models
 
 
-def test_sizes_pad_to_the_next_power_of_two_of_at_least_64():
-  sizes = [0, 1, 63, 64, 65, 127, 128, 129, 1000, 1024, 1025, 17955]
-  want = [64, 64, 64, 64, 128, 128, 128, 256, 1024, 1024, 2048, 32768]
+def test_clients_pad_to_the_next_power_of_two():
+  sizes = [0, 1, 2, 3, 10, 63, 64, 65, 100, 1024, 1025]
+  want = [1, 1, 2, 4, 16, 64, 64, 128, 128, 1024, 2048]
   assert [int(fused_loop.bucket(tf.constant(n))) for n in sizes] == want
 
 

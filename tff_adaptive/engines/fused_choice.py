@@ -1,19 +1,23 @@
 """Whether an engine runs a round's local steps as one XLA computation (`fused_loop`), and the
 in-process and vectorised engines built accordingly.
 
-`--fused_loop=auto` (the default) turns the fused loop on where it was measured faster, by
-`RULE`; `on` asks for it wherever it can run (elsewhere one warning line, and the engine runs
-as without it); `off` never. Where it runs, engine "inprocess" becomes the vectorised engine
-with the fused loop (the same per-client arithmetic, through the model's functional form), and
-engine "vectorised" trains its clients one after another in the loop instead of side by side.
+`--fused_loop=auto` (the default) turns the fused loop on where it was measured faster
+(`measured_faster`); `on` asks for it wherever it can run (elsewhere one warning line, and the
+engine runs as without it); `off` never. Where it runs, engine "inprocess" becomes the
+vectorised engine with the fused loop (the same per-client arithmetic, through the model's
+functional form), and engine "vectorised" trains its clients one after another in the loop
+instead of side by side.
 
 The rule, measured with `benchmarks.round_time` and `benchmarks.vectorised_clients` on this
-project's 2-core CPU machine (docs/engines_and_workers.md has the tables): the fused loop is used on the
-CPU for models without convolutions (Dense, Flatten, activations, dropout: the synthetic
+project's 2-core CPU machine (docs/engines_and_workers.md has the tables): the fused loop is
+used on the CPU for models without convolutions (Dense, Flatten, activations: the synthetic
 softmax regression, the MLP), where a step's ops are tiny and their dispatch is what a step
-costs; not for models with convolutions (XLA's CPU convolutions were slower than TF's), not on
-a GPU (not measured), not with `--xla` (each step compiled alone, the older option). Never where
-`fused_loop.refusal` says (FedPA's epoch means; dropout, whose masks XLA would draw otherwise).
+costs; on engine vectorised only up to `SIDE_BY_SIDE_PARAMETERS` parameters (its clients side
+by side were faster on the MLP). Not for convolutions (the fmnist CNN's fused round, measured
+on-demand with dropout forced through, was 5.9x the in-process one, the EMNIST-CR CNN's 105x:
+XLA's CPU convolutions), not on a GPU (not measured), not with `--xla` (each step compiled
+alone, the older option), and never where `fused_loop.refusal` says (FedPA's epoch means;
+dropout, whose masks XLA would draw otherwise).
 """
 
 from absl import logging
@@ -26,6 +30,12 @@ from tff_adaptive.engines import inprocess
 from tff_adaptive.engines import vectorised
 
 MODES = config.FUSED_LOOP_MODES
+# Engine vectorised trains clients side by side, one batched op per layer for all of them: on
+# the MLP (209,662 parameters, 10 equal clients) that beat the fused loop (0.049 s a round
+# against 0.067), on the synthetic softmax regression (610, 100 clients of power-law sizes) the
+# fused loop beat it 8-fold (0.017 against 0.13 in chunks of 10). Sizes in between are not
+# measured; the bound is set between the two.
+SIDE_BY_SIDE_PARAMETERS = 1 << 16
 _CONVOLUTIONS = (tf.keras.layers.Conv1D, tf.keras.layers.Conv2D, tf.keras.layers.Conv3D)
 
 
@@ -48,13 +58,19 @@ def _on_cpu(device: str | None) -> bool:
   return not tf.config.list_logical_devices('GPU')
 
 
-def measured_faster(algorithm, device: str | None) -> bool:
-  """The rule of `--fused_loop=auto` (module docstring): the CPU, a model without convolutions."""
-  layers = vectorised.keras_model(algorithm).layers
-  return _on_cpu(device) and not any(isinstance(layer, _CONVOLUTIONS) for layer in layers)
+def measured_faster(algorithm, device: str | None, side_by_side: bool = False) -> bool:
+  """The rule of `--fused_loop=auto` (module docstring): the CPU, a model without convolutions;
+  instead of clients side by side (engine vectorised), also at most `SIDE_BY_SIDE_PARAMETERS`
+  parameters."""
+  model = vectorised.keras_model(algorithm)
+  if not _on_cpu(device) or any(isinstance(layer, _CONVOLUTIONS) for layer in model.layers):
+    return False
+  return not side_by_side or model.count_params() <= SIDE_BY_SIDE_PARAMETERS
 
 
-def use_fused(algorithm, mode: str, device: str | None, jit_compile: bool) -> bool:
+def use_fused(
+  algorithm, mode: str, device: str | None, jit_compile: bool, side_by_side: bool = False
+) -> bool:
   """Whether to run `algorithm`'s local steps in the fused loop (`--fused_loop=mode`).
 
   Raises:
@@ -73,7 +89,7 @@ def use_fused(algorithm, mode: str, device: str | None, jit_compile: bool) -> bo
     if mode == 'on':
       logging.warning('--fused_loop=on: not fused (%s); training as without it', reason)
     return False
-  return mode == 'on' or measured_faster(algorithm, device)
+  return mode == 'on' or measured_faster(algorithm, device, side_by_side)
 
 
 def inprocess_engine(algorithm, options) -> inprocess.InProcessEngine:
@@ -87,7 +103,7 @@ def inprocess_engine(algorithm, options) -> inprocess.InProcessEngine:
 
 def vectorised_engine(algorithm, options) -> vectorised.VectorisedEngine:
   """Engine "vectorised" for `options`, its clients in the fused loop where `use_fused`."""
-  fused = use_fused(algorithm, options.fused_loop, options.device, False)
+  fused = use_fused(algorithm, options.fused_loop, options.device, False, side_by_side=True)
   return vectorised.VectorisedEngine(
     algorithm, device=options.device, chunk_size=options.chunk_size, fused=fused
   )

@@ -17,7 +17,7 @@ gradient transform), so that a client computes what it computes in the sequentia
 
 XLA compiles one program per shape of its inputs, and a round's shapes (its examples, its
 clients, its largest client) change from round to round: each is padded to a bucket (the next
-power of two, at least `MIN_BUCKET`), so a run compiles a handful of programs (about 0.2 s each
+power of two; the examples finer, `examples_bucket`), so a run compiles a handful of programs (about 0.2 s each
 for the synthetic model); the loops run the real counts, never a padded step or client.
 
 Around the loop, unchanged, the vectorised engine runs the clients' permutations (TF's kernels:
@@ -35,14 +35,16 @@ import tensorflow as tf
 
 from tff_adaptive.core import seeds
 
-# The smallest padded size of a round's examples, steps and clients.
+# The smallest padded number of a round's examples (`examples_bucket`).
 MIN_BUCKET = 64
 
 
 def bucket(size: tf.Tensor) -> tf.Tensor:
-  """The padded size of `size` (int32 scalar): the next power of two, at least MIN_BUCKET."""
+  """The padded number of a round's clients (int32 scalar): the next power of two >= size.
+  (Every client's update is a slot of a [slots, ...] buffer: on a larger model, extra slots
+  cost copies, so the clients' buckets start at 1, not MIN_BUCKET.)"""
   # Every bit below the highest of size - 1 set, plus one: the next power of two >= size.
-  n = tf.maximum(tf.cast(size, tf.int32), MIN_BUCKET) - 1
+  n = tf.maximum(tf.cast(size, tf.int32), 1) - 1
   for shift in (1, 2, 4, 8, 16):
     n = tf.bitwise.bitwise_or(n, tf.bitwise.right_shift(n, shift))
   return n + 1
