@@ -54,6 +54,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from benchmarks import fused_floor
 from tff_adaptive import algorithms
 from tff_adaptive import engines
 from tff_adaptive import optimizers
@@ -81,7 +82,10 @@ _MAX_CALLS = flags.DEFINE_integer(
 _INTRA = flags.DEFINE_integer('worker_intra_op_threads', None, 'Worker TF intra-op threads.')
 _INTER = flags.DEFINE_integer('worker_inter_op_threads', None, 'Worker TF inter-op threads.')
 
-IMPLEMENTATIONS = ('ours', 'inprocess', 'inprocess_xla', 'vectorised', 'tff', 'floor')
+IMPLEMENTATIONS = ('ours', 'inprocess', 'inprocess_xla', 'vectorised', 'fused', 'tff', 'floor')
+# Dense models only (`fused_floor.dense_layers`): the round's steps in one jax.jit.
+JAX_FLOOR = 'jax_floor'
+
 _EPOCHS = 1
 _BETA_1, _BETA_2 = 0.9, 0.999
 
@@ -150,7 +154,9 @@ def client_seed(round_num: int, client: int, num_clients: int) -> np.ndarray:
 class Ours:
   """`algorithms.build_fedopt` on one of our engines, fed as the training loop feeds it."""
 
-  def __init__(self, model_fn, clients, initial_weights, engine='tff', jit_compile=False):
+  def __init__(
+    self, model_fn, clients, initial_weights, engine='tff', jit_compile=False, fused_loop='off'
+  ):
     self.clients = clients
     algorithm = algorithms.build_fedopt(
       model_fn,
@@ -162,7 +168,7 @@ class Ours:
       optimizers.build_fedadam(_SERVER_LR.value, tau=_TAU.value, beta_1=_BETA_1, beta_2=_BETA_2),
     )
     self.engine = engines.build_engine(
-      engine, algorithm, engines.EngineOptions(jit_compile=jit_compile)
+      engine, algorithm, engines.EngineOptions(jit_compile=jit_compile, fused_loop=fused_loop)
     )
     self.state = self.engine.initialize(initial_weights)
     self.round_num = 0
@@ -258,6 +264,57 @@ class Floor:
     return [s.numpy() for s in self.server]
 
 
+class JaxFloorRunner:
+  """`fused_floor.JaxFloor` on the clients in our engines' minibatch order, Adam server."""
+
+  def __init__(self, keras_fn, seed, clients, initial_weights, engine):
+    self.x = np.concatenate([c['x'] for c in clients])
+    self.y = np.concatenate([c['y'] for c in clients])
+    self.clients, self.engine = clients, engine
+    self.weights_ = [np.asarray(w) for w in initial_weights.trainable]
+    self.m = [np.zeros_like(w) for w in self.weights_]
+    self.v = [np.zeros_like(w) for w in self.weights_]
+    self.step = 0
+    self.floor = fused_floor.JaxFloor(
+      fused_floor.dense_layers(keras_fn(seed)), _CLIENT_LR.value, server_step=self._adam
+    )
+    self.tables = {}
+    self.round_num = 0
+
+  def _adam(self, x_t, g):
+    self.step += 1
+    eta = fedopt_math.bias_corrected_learning_rate(_SERVER_LR.value, _BETA_1, _BETA_2, self.step)
+    self.m = [np.asarray(fedopt_math.first_moment(m, u, _BETA_1)) for m, u in zip(self.m, g)]
+    self.v = [np.asarray(fedopt_math.adam_second_moment(v, u, _BETA_2)) for v, u in zip(self.v, g)]
+    return [
+      np.asarray(fedopt_math.adaptive_step(w, m, v, eta, _TAU.value), np.float32)
+      for w, m, v in zip(x_t, self.m, self.v)
+    ]
+
+  def table(self, round_num):
+    """The round's step table (built outside the timed loop: `prepare`)."""
+    if round_num not in self.tables:
+      clients = [
+        engines.RoundClient(str(i), c, client_seed(round_num, i, len(self.clients)))
+        for i, c in enumerate(self.clients)
+      ]
+      features, splits, seeds_ = self.engine.round_inputs(clients)[:3]
+      self.tables[round_num] = fused_floor.step_table(self.engine, features, splits, seeds_)
+    return self.tables[round_num]
+
+  def prepare(self, rounds):
+    for round_num in range(1, rounds + 1):
+      self.table(round_num)
+
+  def run_round(self):
+    self.round_num += 1
+    self.weights_ = self.floor(self.weights_, self.x, self.y, self.table(self.round_num))
+    return self.weights_
+
+  def weights(self):
+    return self.weights_
+
+
 def _max_abs_diff(a, b) -> float:
   return max(float(np.max(np.abs(np.asarray(u) - np.asarray(v)))) for u, v in zip(a, b))
 
@@ -277,6 +334,10 @@ def check_equivalence() -> list[str]:
   xla.run_round()
   vectorised = Ours(model_fn, clients, initial, engine='vectorised')
   out_vectorised = vectorised.run_round()
+  fused = Ours(model_fn, clients, initial, engine='inprocess', fused_loop='on')
+  out_fused = fused.run_round()
+  jax_floor = JaxFloorRunner(spec.keras_fn, seed, clients, initial, fused.engine)
+  jax_floor.run_round()
   # TFF's client work does not shuffle: give it each client's examples in the order of our
   # epoch-1 permutation (a pure function of the client seed of round 1).
   permuted = []
@@ -305,6 +366,8 @@ def check_equivalence() -> list[str]:
     'ours vs inprocess, same seeds:    ': _max_abs_diff(w_ours, w_inprocess),
     'ours vs inprocess + XLA steps:    ': _max_abs_diff(w_ours, w_xla),
     'ours vs vectorised, same seeds:   ': _max_abs_diff(w_ours, vectorised.weights().trainable),
+    'ours vs fused loop, same seeds:   ': _max_abs_diff(w_ours, fused.weights().trainable),
+    'ours vs JAX floor, same order:    ': _max_abs_diff(w_ours, jax_floor.weights()),
     'ours vs tff, same batch order:    ': _max_abs_diff(w_ours, w_tff_aligned),
     'ours vs tff, tff unshuffled:      ': _max_abs_diff(w_ours, w_tff_plain),
     'floor vs tff, both unshuffled:    ': _max_abs_diff(w_floor, w_tff_plain),
@@ -319,11 +382,14 @@ def check_equivalence() -> list[str]:
     diffs['ours vs inprocess, same seeds:    '] < 1e-3 * moved
     and diffs['ours vs inprocess + XLA steps:    '] < 1e-2 * moved
     and diffs['ours vs vectorised, same seeds:   '] < 1e-3 * moved
+    and diffs['ours vs fused loop, same seeds:   '] < 1e-3 * moved
+    and diffs['ours vs JAX floor, same order:    '] < 1e-3 * moved
     and diffs['ours vs tff, same batch order:    '] < 1e-2 * moved
     and diffs['floor vs tff, both unshuffled:    '] < 1e-2 * moved
     and abs(out_ours.metrics['train_loss'] - tff_loss) < 1e-4
     and abs(out_ours.metrics['train_loss'] - out_inprocess.metrics['train_loss']) < 1e-6
     and abs(out_ours.metrics['train_loss'] - out_vectorised.metrics['train_loss']) < 1e-5
+    and abs(out_ours.metrics['train_loss'] - out_fused.metrics['train_loss']) < 1e-5
   )
   lines.append('  -> ' + ('they compute the same round' if ok else 'MISMATCH'))
   if not ok:
@@ -352,7 +418,12 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
   num_params = sum(int(np.prod(w.shape)) for w in initial.trainable)
 
   runners, build_s, first_s = {}, {}, {}
-  for impl in IMPLEMENTATIONS:
+  try:
+    fused_floor.dense_layers(spec.keras_fn(seed))
+    impls = (*IMPLEMENTATIONS, JAX_FLOOR)
+  except ValueError:
+    impls = IMPLEMENTATIONS
+  for impl in impls:
     started = time.perf_counter()
     if impl == 'ours':
       runners[impl] = Ours(model_fn, clients, initial)
@@ -362,6 +433,11 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
       runners[impl] = Ours(model_fn, clients, initial, engine='inprocess', jit_compile=True)
     elif impl == 'vectorised':
       runners[impl] = Ours(model_fn, clients, initial, engine='vectorised')
+    elif impl == 'fused':  # the CNNs' dropout: falls back to the unfused engine, with a warning
+      runners[impl] = Ours(model_fn, clients, initial, engine='inprocess', fused_loop='on')
+    elif impl == JAX_FLOOR:
+      runners[impl] = JaxFloorRunner(spec.keras_fn, seed, clients, initial, runners['fused'].engine)
+      runners[impl].prepare(_WARMUP.value + _ROUNDS.value + 1)
     elif impl == 'tff':
       runners[impl] = TffFedAvg(model_fn, clients, initial)
     else:
@@ -371,16 +447,16 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
     runners[impl].run_round()
     first_s[impl] = time.perf_counter() - started
   for _ in range(_WARMUP.value - 1):
-    for impl in IMPLEMENTATIONS:
+    for impl in impls:
       runners[impl].run_round()
 
-  wall = {impl: [] for impl in IMPLEMENTATIONS}
-  cpu = {impl: [] for impl in IMPLEMENTATIONS}
+  wall = {impl: [] for impl in impls}
+  cpu = {impl: [] for impl in impls}
   block, done = 0, 0
   while done < _ROUNDS.value:
     size = min(_BLOCK.value, _ROUNDS.value - done)
-    k = block % len(IMPLEMENTATIONS)
-    order = IMPLEMENTATIONS[k:] + IMPLEMENTATIONS[:k]
+    k = block % len(impls)
+    order = impls[k:] + impls[:k]
     for impl in order:
       for _ in range(size):
         c0, t0 = _cpu_s(worker_pid), time.perf_counter()
@@ -391,8 +467,8 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
     block += 1
 
   row = collections.OrderedDict(model=name, params=num_params)
-  med = {impl: float(np.median(wall[impl])) for impl in IMPLEMENTATIONS}
-  for impl in IMPLEMENTATIONS:
+  med = {impl: float(np.median(wall[impl])) for impl in impls}
+  for impl in impls:
     row[f'{impl}_s'] = med[impl]
   row['ours_over_tff'] = med['ours'] / med['tff']
   row['ours_over_floor'] = med['ours'] / med['floor']
@@ -400,15 +476,23 @@ def bench_model(name: str, worker_pid: int) -> collections.OrderedDict:
   row['inprocess_xla_over_floor'] = med['inprocess_xla'] / med['floor']
   row['vectorised_over_floor'] = med['vectorised'] / med['floor']
   row['vectorised_over_inprocess'] = med['vectorised'] / med['inprocess']
-  for impl in IMPLEMENTATIONS:
+  row['fused_over_floor'] = med['fused'] / med['floor']
+  row['fused_over_inprocess'] = med['fused'] / med['inprocess']
+  row['fused_engine'] = 'fused' if getattr(runners['fused'].engine, 'fused', None) else 'unfused'
+  for impl in ('inprocess', 'vectorised', 'fused', 'floor'):
+    row[f'{impl}_over_jax_floor'] = med[impl] / med[JAX_FLOOR] if JAX_FLOOR in med else float('nan')
+  for impl in impls:
     q25, q75 = np.percentile(wall[impl], [25, 75])
     row[f'{impl}_q25_s'], row[f'{impl}_q75_s'] = float(q25), float(q75)
     row[f'{impl}_min_s'] = float(np.min(wall[impl]))
     row[f'{impl}_cpu_s'] = float(np.median(cpu[impl]))
-  for impl in IMPLEMENTATIONS:
+  for impl in impls:
     row[f'{impl}_build_s'] = build_s[impl]
     row[f'{impl}_first_round_s'] = first_s[impl]
   row['rounds'] = _ROUNDS.value
+  for impl in (*IMPLEMENTATIONS, JAX_FLOOR):  # one CSV shape for every model
+    for suffix in ('s', 'q25_s', 'q75_s', 'min_s', 'cpu_s', 'build_s', 'first_round_s'):
+      row.setdefault(f'{impl}_{suffix}', float('nan'))
   return row
 
 
@@ -426,6 +510,23 @@ def _format_tables(rows) -> str:
       f'{r["floor_s"]:>9.4f} {r["ours_over_tff"]:>9.2f} {r["ours_over_floor"]:>8.2f} '
       f'{r["inprocess_over_floor"]:>7.2f} {r["inprocess_xla_over_floor"]:>7.2f} '
       f'{r["vectorised_over_floor"]:>7.2f} {r["vectorised_over_inprocess"]:>7.2f}'
+    )
+  lines.append('')
+  lines.append(
+    'the fused loop (--fused_loop=on; "unfused" where the model has dropout) and the JAX floor '
+    '(Dense models)'
+  )
+  lines.append(
+    f'{"model":<11} {"fused":>9} {"path":>8} {"fus/inp":>8} {"fus/fl":>7} {"JAX fl":>9} '
+    f'{"inp/JAX":>8} {"vec/JAX":>8} {"fus/JAX":>8} {"fl/JAX":>8}'
+  )
+  for r in rows:
+    lines.append(
+      f'{r["model"]:<11} {r["fused_s"]:>9.4f} {r["fused_engine"]:>8} '
+      f'{r["fused_over_inprocess"]:>8.2f} {r["fused_over_floor"]:>7.2f} '
+      f'{r["jax_floor_s"]:>9.4f} {r["inprocess_over_jax_floor"]:>8.2f} '
+      f'{r["vectorised_over_jax_floor"]:>8.2f} {r["fused_over_jax_floor"]:>8.2f} '
+      f'{r["floor_over_jax_floor"]:>8.2f}'
     )
   lines.append('')
   lines.append('noise: interquartile range of s/round; CPU s/round (this process + TFF worker)')

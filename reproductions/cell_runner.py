@@ -33,6 +33,7 @@ from absl import app
 from absl import flags
 
 from reproductions import publish
+from tff_adaptive.loop import run_dir
 from tff_adaptive.run import cell_flags
 from tff_adaptive.run import preload
 from tff_adaptive.runtime import worker_process
@@ -40,6 +41,7 @@ from tff_adaptive.runtime import worker_process
 TRAINER = 'run.federated_trainer'
 PROGRESS_SECONDS = 30.0
 EXIT_DIVERGED = 3
+EXIT_USAGE = 2  # the trainer's exit for bad input, e.g. an experiment another process holds
 EXIT_INTERRUPTED = (130, 143, -signal.SIGINT, -signal.SIGTERM)
 
 
@@ -257,6 +259,8 @@ class Runner:
     self.exit_codes: dict[str, int] = {}
     self.errors: dict[str, str] = {}
     self.stop_signal: int | None = None
+    self._waiting: set[str] = set()
+    self._lock_retries: dict[str, int] = {}
 
   def _on_signal(self, signum, frame) -> None:
     del frame
@@ -387,6 +391,39 @@ class Runner:
         json.dump(record, f, indent=1)
       print(f'ended {cell.name}: {self.describe(cell_code)}', flush=True)
 
+  def _lock_paths(self, item) -> list[str]:
+    return [os.path.join(self.runs_dir, c.name, run_dir.LOCK_FILE) for c in _members(item)]
+
+  def _locked_by_another(self, item) -> bool:
+    """Whether a cell's experiment is locked by a trainer this runner did not start (it stays
+    pending until that one ends, with one line the first time)."""
+    for path in self._lock_paths(item):
+      holder = run_dir.lock_holder(path)
+      if holder is not None:
+        if item.name not in self._waiting:
+          self._waiting.add(item.name)
+          print(
+            f'waiting for {item.name}: its experiment is in use by process {holder} (a trainer '
+            'of an earlier, stopped run finishing its round, or of another driver)',
+            flush=True,
+          )
+        return True
+    return False
+
+  def _lost_the_lock(self, run: _Running) -> bool:
+    """Whether the trainer ended (exit 2) because another process held its experiment's lock
+    when it started (a killed driver's trainer may take a round to stop); at most 3 times a
+    cell, then it fails as any other exit 2."""
+    run.log.close()
+    with open(log_path(self.runs_dir, run.cell)) as f:
+      f.seek(run.offset)
+      lost = 'is in use by process' in f.read()
+    self._lock_retries[run.cell.name] = self._lock_retries.get(run.cell.name, 0) + 1
+    if lost and self._lock_retries[run.cell.name] <= 3:
+      return True
+    run.log = open(log_path(self.runs_dir, run.cell), 'a')  # noqa: SIM115 (closed in _finish)
+    return False
+
   def _progress(self, running: dict[str, _Running], pending: list) -> str:
     total = self.total_rounds
     parts, remaining, times = [], 0, []
@@ -422,8 +459,13 @@ class Runner:
     last_progress = 0.0
     try:
       while (pending or running) and self.stop_signal is None:
-        while pending and len(running) < self.parallel:
+        for _ in range(len(pending)):
+          if len(running) >= self.parallel:
+            break
           cell = pending.pop(0)
+          if self._locked_by_another(cell):  # e.g. a killed driver's trainer ending its round
+            pending.append(cell)
+            continue
           if self.finished_earlier(cell):
             for member in _members(cell):
               self.exit_codes[member.name] = 0
@@ -439,6 +481,9 @@ class Runner:
           code = self._poll(run)
           if code is not None:
             del running[name]
+            if code == EXIT_USAGE and self._lost_the_lock(run):
+              pending.insert(0, run.cell)  # started again once the lock is free
+              continue
             self._finish(run, code)
             ended = True
         now = time.monotonic()

@@ -178,13 +178,15 @@ class RuntimeConfig:
 
   Evaluation and checkpoint cadence do not touch the trajectory. The device does not change the
   algorithm, but another device (CPU vs GPU) may round differently, so a run resumed on another
-  device is not bitwise the uninterrupted one.
+  device is not bitwise the uninterrupted one; likewise the fused loop (`fused_loop`: the same
+  per-client arithmetic, compiled by XLA, agreeing with the unfused engines to float rounding).
   """
 
   rounds_per_eval: int = 10
   rounds_per_checkpoint: int = 50
   device: str | None = None
   clients_per_chunk: int | None = None
+  fused_loop: str = 'auto'
   workers: tuple[str, ...] = ()
   worker_connect_timeout: float = 10.0
   worker_round_timeout: float | None = None

@@ -483,8 +483,15 @@ def _train(config, output_dir: str) -> None:
         device=config.runtime.device,
         jit_compile=config.xla,
         chunk_size=config.runtime.clients_per_chunk,
+        fused_loop=config.runtime.fused_loop,
       ),
     )
+    if getattr(engine, 'fused', None) is not None:
+      print(
+        "local training: the round's local steps as one XLA computation "
+        f'(--fused_loop={config.runtime.fused_loop}; --fused_loop=off for the unfused engine)',
+        flush=True,
+      )
     final = training_loop.run_training(
       engine,
       *_loop_data(task, initial_weights, sampler),

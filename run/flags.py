@@ -204,9 +204,10 @@ def _choice(name: str) -> str:
 def _engine_options(engine: str) -> engine_config.EngineOptions:
   """--engine's options, each refused with an engine that does not read it."""
   given = settings.from_flags(engine_config.EngineOptions, _values(engine_config.EngineOptions))
+  defaults = engine_config.EngineOptions()
   for field, found in settings.declared(engine_config.EngineOptions):
     if (
-      getattr(given, field) not in (None, False)
+      getattr(given, field) not in (None, False, getattr(defaults, field))
       and field not in engine_config.ENGINES[engine].reads
     ):
       readers = [
@@ -215,6 +216,8 @@ def _engine_options(engine: str) -> engine_config.EngineOptions:
       raise ValueError(f'--{found.flag} needs ' + ' or '.join(f'--engine={n}' for n in readers))
   if given.chunk_size is not None and given.chunk_size < 1:
     raise ValueError(f'--clients_per_chunk must be >= 1, got {given.chunk_size}')
+  if given.jit_compile and given.fused_loop == 'on':
+    raise ValueError('--fused_loop=on and --xla exclude each other: choose one')
   return given
 
 
@@ -234,6 +237,7 @@ def _runtime(engine: str, options: engine_config.EngineOptions) -> experiment.Ru
     rounds_per_checkpoint=FLAGS.rounds_per_checkpoint,
     device=options.device,
     clients_per_chunk=options.chunk_size,
+    fused_loop=options.fused_loop,
     workers=workers,
     worker_connect_timeout=FLAGS.worker_connect_timeout,
     worker_round_timeout=FLAGS.worker_round_timeout,

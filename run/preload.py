@@ -35,6 +35,7 @@ its children as with `subprocess.Popen`, not the server.
 """
 
 import atexit
+import contextlib
 import io
 import json
 import os
@@ -85,6 +86,18 @@ def import_time_env(env) -> dict:
 
 def _send(sock: socket.socket, message: dict, fds=()) -> None:
   socket.send_fds(sock, [json.dumps(message).encode()], list(fds))
+
+
+def _hung_up(caller: socket.socket) -> bool:
+  """Whether `caller` has closed its end (or died) after its last request: forking that
+  request's child would start a trainer nobody waits for, which a rerun of the killed driver
+  would then find holding its cell's lock."""
+  try:
+    return caller.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b''
+  except BlockingIOError:
+    return False
+  except OSError:
+    return True
 
 
 def _runtime_started() -> bool:
@@ -264,7 +277,18 @@ class _RequestServer:
         _send_if_open(caller, self.ready)
       for caller in [c for c in self.callers if c in readable]:
         if not self._handle(caller):
+          self._stop_children()
           return
+
+  def _stop_children(self) -> None:
+    """The owner has gone: each child gets its death signal now, not when this process has
+    finished exiting (TensorFlow's teardown takes a while), so that a trainer forked just before
+    its driver died stops during its start-up instead of training a round with its cell
+    locked."""
+    for pid, (_, _, death_signal) in list(self.children.items()):
+      if death_signal:
+        with contextlib.suppress(ProcessLookupError):
+          os.kill(pid, death_signal)
 
   def _drain_wakeups(self) -> None:
     while True:
@@ -292,7 +316,9 @@ class _RequestServer:
       if caller is self.owner:
         raise
       data, fds = b'', []
-    if not data:  # the caller closed the socket or died
+    if not data or _hung_up(caller):  # the caller closed the socket or died
+      for fd in fds:  # a request sent just before its caller died: nobody waits for its child
+        os.close(fd)
       if caller is self.owner:
         return False
       self._forget(caller)

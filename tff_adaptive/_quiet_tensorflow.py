@@ -30,7 +30,7 @@ import re
 import sys
 import tempfile
 
-__all__ = ['filtered_import_noise', 'install']
+__all__ = ['filtered_compile_noise', 'filtered_import_noise', 'filtered_stderr', 'install']
 
 IMPORT_NOISE = re.compile(
   r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+\] Unable to register cu(DNN|FFT|BLAS) '
@@ -39,9 +39,27 @@ IMPORT_NOISE = re.compile(
 )
 
 
-@contextlib.contextmanager
+# XLA's CPU device logs this ERROR line once per process, when it first runs a compiled
+# program (the in-process engines' `--fused_loop` and `--xla`); nothing is wrong.
+XLA_CPU_NOISE = re.compile(
+  r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E \S+\] SetPriority unimplemented for this stream\.$'
+)
+
+
 def filtered_import_noise():
   """Within the block, fd 2 goes to a temporary file; afterwards all but the noise is replayed."""
+  return filtered_stderr((IMPORT_NOISE,))
+
+
+def filtered_compile_noise():
+  """`filtered_import_noise` for a block that may first run an XLA program on the CPU."""
+  return filtered_stderr((IMPORT_NOISE, XLA_CPU_NOISE))
+
+
+@contextlib.contextmanager
+def filtered_stderr(noise):
+  """Within the block, fd 2 goes to a temporary file; afterwards every line that matches none
+  of the `noise` patterns is replayed."""
   sys.stderr.flush()
   saved = os.dup(2)
   with tempfile.TemporaryFile(mode='w+b') as capture:
@@ -56,7 +74,7 @@ def filtered_import_noise():
       kept = [
         line
         for line in capture.read().decode(errors='replace').splitlines()
-        if not IMPORT_NOISE.match(line)
+        if not any(pattern.match(line) for pattern in noise)
       ]
       if kept:
         print('\n'.join(kept), file=sys.stderr, flush=True)

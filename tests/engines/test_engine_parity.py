@@ -129,9 +129,11 @@ def _algorithm(task, algorithm_name, server_name, client_lr=None, client=None):
   )
 
 
-def _engine(name, algorithm):
+def _engine(name, algorithm, fused_loop='auto'):
   return engines.build_engine(
-    name, algorithm, engines.EngineOptions(clients_per_round=CLIENTS_PER_ROUND)
+    name,
+    algorithm,
+    engines.EngineOptions(clients_per_round=CLIENTS_PER_ROUND, fused_loop=fused_loop),
   )
 
 
@@ -144,11 +146,12 @@ def _train(
   client_lr=None,
   client=None,
   rounds=None,
+  fused_loop='auto',
 ):
   """A run through the training loop of `rounds` (default ROUNDS[task]) rounds; returns
   (metrics.csv rows, client_eval rows)."""
   algorithm = _algorithm(task, algorithm_name, server_name, client_lr, client)
-  return _train_algorithm(task, algorithm, engine_name, output_dir, rounds)
+  return _train_algorithm(task, algorithm, engine_name, output_dir, rounds, fused_loop)
 
 
 _EVALUATORS = {}
@@ -164,11 +167,11 @@ def _evaluator(task) -> evaluation.Evaluator:
   return _EVALUATORS[task.name]
 
 
-def _train_algorithm(task, algorithm, engine_name, output_dir, rounds=None):
+def _train_algorithm(task, algorithm, engine_name, output_dir, rounds=None, fused_loop='auto'):
   rounds = rounds or ROUNDS[task.name]
   central = central_test(task)
   training_loop.run_training(
-    _engine(engine_name, algorithm),
+    _engine(engine_name, algorithm, fused_loop),
     tff.learning.models.ModelWeights.from_model(task.keras_model_fn(1)),
     task.train_clients,
     sampling.build_client_sampler(task.client_ids, CLIENTS_PER_ROUND, seed=1),
@@ -260,8 +263,20 @@ def test_both_engines_agree_for_every_client_optimizer(
     CLIENT_CONFIGS[client_name], batch_size=task.defaults.client_batch_size, weighting='uniform'
   )
   tff_rows, tff_clients = _train(task, algorithm, 'sgd', 'tff', tmp_path / 'tff', client=client)
+  # SPS's constant mode takes steps of up to ~250 on synthetic, where a client's iterates are
+  # chaotic in the last bits: the fused loop's XLA rounding (fused ops, other summation orders)
+  # moves round 1's train loss by 5e-5 against the unfused in-process engine (step sizes 1e-4,
+  # 2e-3 by round 2). That engine, whose kernels run in TFF's order, is held to TFF here; the
+  # fused loop to it where the rules are not chaotic (tests/engines/test_vectorised.py).
+  fused_loop = 'off' if client_name == 'sps-constant' else 'auto'
   in_rows, in_clients = _train(
-    task, algorithm, 'sgd', 'inprocess', tmp_path / 'inprocess', client=client
+    task,
+    algorithm,
+    'sgd',
+    'inprocess',
+    tmp_path / 'inprocess',
+    client=client,
+    fused_loop=fused_loop,
   )
   assert float(tff_rows[-1]['train_loss']) != float(tff_rows[0]['train_loss'])  # it trained
   if client_name.startswith(('sps', 'delta_sgd', 'dog', 'ldog')):

@@ -351,8 +351,11 @@ def test_regimes_driver(tmp_path):
   runs = tmp_path / 'runs' / 'fedpa_regimes_synthetic'
   fedavg = _rows(runs / '1_1_E3_fedavg_seed1' / 'metrics.csv')
   fedpa = _rows(runs / '1_1_E3_fedpa_rho1_seed1' / 'metrics.csv')
-  assert fedpa[0]['train_loss'] == fedavg[0]['train_loss']  # the burn-in round: the same
-  assert fedpa[-1]['train_loss'] != fedavg[-1]['train_loss']
+  # The burn-in round: the same FedAvg round, up to rounding. (FedAvg's local steps run in
+  # the fused XLA loop on synthetic, FedPA's, which collect epoch means, in the TF loop.)
+  burnin = [float(r[0]['train_loss']) for r in (fedpa, fedavg)]
+  assert burnin[0] == pytest.approx(burnin[1], rel=1e-6)
+  assert float(fedpa[-1]['train_loss']) != pytest.approx(float(fedavg[-1]['train_loss']), rel=1e-4)
   table = _rows(runs / 'report' / 'regimes_synthetic.csv')
   assert [(r['algorithm'], r['shrinkage'], r['seeds']) for r in table] == [
     ('fedavg', '', '1'),

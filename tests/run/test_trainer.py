@@ -551,6 +551,18 @@ _BAD_INPUT = {
     ["--engine: unknown engine 'nope'; valid choices: tff, inprocess"],
   ),
   'xla_without_inprocess': (['--task=synthetic', '--xla'], ['--xla', '--engine=inprocess']),
+  'fused_loop_with_tff': (
+    ['--task=synthetic', '--fused_loop=on'],
+    ['--fused_loop needs --engine=inprocess or --engine=vectorised'],
+  ),
+  'fused_loop_value': (
+    ['--task=synthetic', '--engine=inprocess', '--fused_loop=yes'],
+    ["--fused_loop: unknown fused loop 'yes'; valid choices: auto, on, off"],
+  ),
+  'fused_loop_and_xla': (
+    ['--task=synthetic', '--engine=inprocess', '--xla', '--fused_loop=on'],
+    ['--fused_loop=on and --xla exclude each other: choose one'],
+  ),
   'workers_format': (
     ['--task=synthetic', '--workers=10.0.0.5:8000,nope'],
     ["--workers: 'nope' is not host:port", 'e.g. --workers=10.0.0.5:8000,10.0.0.6:8000'],

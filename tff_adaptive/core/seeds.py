@@ -19,6 +19,8 @@ import threading
 import numpy as np
 import tensorflow as tf
 
+from tff_adaptive.core import philox
+
 SEED_KEY = 'seed'
 MAX_LAYER_SEEDS_PER_STEP = 64
 _local = threading.local()
@@ -52,6 +54,32 @@ def epoch_permutations(n: tf.Tensor, epochs: int, seed: tf.Tensor) -> tf.Tensor:
     )
     perms.append(tf.argsort(keys, stable=True))
   return tf.stack(perms)
+
+
+def epoch_rows(sizes: np.ndarray, epochs: int, seeds: np.ndarray) -> np.ndarray:
+  """Every client's `epoch_permutations`, as rows of the round's concatenated examples.
+
+  For clients of n_i examples, concatenated in order (client i's from row start_i), and their
+  round seeds [C, 2]: rows[e, start_i + k] = start_i + epoch_permutations(n_i, E, seed_i)[e, k],
+  int32 [E, sum n_i]. Computed in NumPy for all clients at once (`philox`: TF's keys, bit for
+  bit): a permutation is the stable argsort of its keys u = mantissa / 2^23, so one stable
+  argsort of client * 2^23 + mantissa orders every client's block as its own argsort does.
+  """
+  sizes = np.asarray(sizes, np.int64)
+  seeds = np.asarray(seeds, np.int64).reshape(-1, 2)
+  client = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+  total = len(client)
+  if len(sizes) * total >= 1 << 40:  # the keys below must fit in int64
+    raise ValueError(f'{len(sizes)} clients of {total} examples: too many for one round')
+  rows = np.empty((epochs, total), np.int32)
+  for e in range(epochs):
+    with np.errstate(over='ignore'):
+      epoch_seeds = np.stack([seeds[:, 0], seeds[:, 1] * 1009 + e], axis=1)
+    keys = (client << 23) + philox.mantissas(epoch_seeds, sizes).astype(np.int64)
+    # Ties (equal mantissas) broken by position, as a stable sort breaks them: the keys are
+    # then distinct, and the faster unstable sort gives the same order.
+    rows[e] = np.argsort(keys * total + np.arange(total))
+  return rows
 
 
 def client_epochs(seed: tf.Tensor, low: int, high: int) -> tf.Tensor:

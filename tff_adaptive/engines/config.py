@@ -17,6 +17,7 @@ from tff_adaptive.algorithms import config as algorithm_config
 from tff_adaptive.optimizers import config as optimizer_config
 
 _SECTION = 'Engine and workers'  # the --help section of the engines' flags
+FUSED_LOOP_MODES = ('auto', 'on', 'off')  # --fused_loop (`fused_choice`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +29,9 @@ class EngineOptions:
     device: in-process and vectorised engines: TF device name, None = TF's placement.
     jit_compile: in-process engine: compile each local step with XLA.
     chunk_size: vectorised engine: clients trained at a time (None: all of the round's).
+    fused_loop: inprocess and vectorised engines: 'on' runs a round's local steps, every
+      client's one after another, as one XLA computation (`fused_loop`), 'off' does not,
+      'auto' where it was measured faster (`fused_choice`).
   """
 
   clients_per_round: int | None = None
@@ -47,6 +51,15 @@ class EngineOptions:
     'of local steps (for clients of very unequal sizes; default: all at once).',
     section=_SECTION,
     check=settings.at_least(1),
+  )
+  fused_loop: str = settings.setting(
+    'auto',
+    'fused_loop',
+    "inprocess and vectorised engines: run a round's local steps (every client's, one after "
+    "another) as one XLA computation: 'on', 'off', or 'auto' (on where measured faster: models "
+    'without convolutions on the CPU; docs/engines_and_workers.md). Valid: {choices}.',
+    section=_SECTION,
+    choices=FUSED_LOOP_MODES,
   )
 
 
@@ -106,8 +119,8 @@ def _lazy(target: str) -> registry.Lazy:
 
 
 _TFF_ENGINE = _lazy('tff_engine:TffEngine')
-_INPROCESS_ENGINE = _lazy('inprocess:InProcessEngine')
-_VECTORISED_ENGINE = _lazy('vectorised:VectorisedEngine')
+_INPROCESS_ENGINE = _lazy('fused_choice:inprocess_engine')
+_VECTORISED_ENGINE = _lazy('fused_choice:vectorised_engine')
 _GRID_CELLS_ENGINE = _lazy('grid_cells:GridCellsEngine')
 # name -> its entry.
 ENGINES: registry.Registry[EngineEntry] = registry.Registry(
@@ -120,19 +133,15 @@ ENGINES: registry.Registry[EngineEntry] = registry.Registry(
       secure_aggregation=True,
     ),
     'inprocess': EngineEntry(
-      lambda algorithm, options: _INPROCESS_ENGINE(
-        algorithm, device=options.device, jit_compile=options.jit_compile
-      ),
+      lambda algorithm, options: _INPROCESS_ENGINE(algorithm, options),
       'one compiled TF function per round in this process; CPU or GPU',
-      reads=('device', 'jit_compile'),
+      reads=('device', 'jit_compile', 'fused_loop'),
     ),
     'vectorised': EngineEntry(
-      lambda algorithm, options: _VECTORISED_ENGINE(
-        algorithm, device=options.device, chunk_size=options.chunk_size
-      ),
+      lambda algorithm, options: _VECTORISED_ENGINE(algorithm, options),
       "as inprocess, with the round's clients trained side by side as one batched computation; "
       'every algorithm',
-      reads=('device', 'chunk_size'),
+      reads=('device', 'chunk_size', 'fused_loop'),
       check=_lazy('vectorised:check_supported'),
       refusal=vectorised_refusal,
       cells='grid_cells',

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_adaptive import _quiet_tensorflow
 from tff_adaptive.algorithms import base as algorithm_base
 from tff_adaptive.core import local_loop
 from tff_adaptive.core import tree
@@ -237,10 +238,11 @@ class InProcessEngine(base.Engine):
     for v in self._model.local_variables:
       v.assign(tf.zeros_like(v))
 
-  def fold_clients(self, state, spec, num_clients, client_output):
+  def fold_clients(self, state, spec, num_clients, client_output, slots=None):
     """Folds `client_output(i)` (a `ClientOutput`) over i = 0..num_clients-1 in order: the
     aggregation's accumulator, the w-weighted sum of extras, sum w_i, and the statistics' sum,
-    min and max; and each client's new state in a TensorArray."""
+    min and max; and each client's new state in a TensorArray (of `slots` elements, default
+    num_clients)."""
     alg = self.algorithm
 
     def fold(carry, out):
@@ -266,7 +268,7 @@ class InProcessEngine(base.Engine):
       fill(spec.stats, float('-inf')),
     )
     new_states = [
-      tf.TensorArray(s.dtype, size=num_clients, element_shape=s.shape)
+      tf.TensorArray(s.dtype, size=num_clients if slots is None else slots, element_shape=s.shape)
       for s in tf.nest.flatten(spec.state)
     ]
 
@@ -317,8 +319,9 @@ class InProcessEngine(base.Engine):
     spec['aggregator'] = tf.nest.map_structure(_as_spec, traced.structured_outputs)
     return spec
 
-  def _build_round_fn(self, state, features, splits, seeds_, states, present):
-    signature = (
+  def round_signature(self, state, features, splits, seeds_, states, present) -> tuple:
+    """The round function's input signature, for the state and `round_inputs(clients)`."""
+    return (
       self.state_spec(state),
       collections.OrderedDict(
         (k, tf.TensorSpec((None,) + v.shape[1:], tf.as_dtype(v.dtype))) for k, v in features.items()
@@ -328,6 +331,9 @@ class InProcessEngine(base.Engine):
       tuple(_leading_none(s) for s in self.specs) if self.algorithm.stateful_clients else (),
       tf.TensorSpec([None], tf.bool),
     )
+
+  def _build_round_fn(self, state, *inputs):
+    signature = self.round_signature(state, *inputs)
 
     def round_fn(*args):
       if self.jit_compile:
@@ -344,18 +350,25 @@ class InProcessEngine(base.Engine):
     with tf.device(self.device):
       if self._round_fn is None:
         self._round_fn = self._build_round_fn(state, *inputs)
-      outputs = self._round_fn(state, *inputs)
+        # The first round traces and compiles: XLA's one-off CPU notice is kept off stderr.
+        with _quiet_tensorflow.filtered_compile_noise():
+          outputs = self._round_fn(state, *inputs)
+      else:
+        outputs = self._round_fn(state, *inputs)
     return self.round_result(clients, *outputs)
 
   def round_inputs(self, clients: Sequence[base.RoundClient]) -> tuple:
     """The round function's arguments after the state: the clients' examples concatenated, row
     offsets, seeds, stored states (stateful algorithms) and whether each had one."""
     names = list(clients[0].features)
-    features = collections.OrderedDict(
-      (k, np.concatenate([np.asarray(c.features[k]) for c in clients])) for k in names
-    )
     sizes = [len(np.asarray(c.features[names[0]])) for c in clients]
     splits = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    rows = self.examples_size(int(splits[-1]))
+    features = collections.OrderedDict()
+    for k in names:
+      parts = [np.asarray(c.features[k]) for c in clients]
+      features[k] = np.zeros((rows, *parts[0].shape[1:]), parts[0].dtype)
+      np.concatenate(parts, out=features[k][: splits[-1]])
     seeds_ = np.stack([np.asarray(c.seed, np.int64) for c in clients])
     present = np.array([c.state is not None for c in clients], np.bool_)
     states = ()
@@ -372,6 +385,11 @@ class InProcessEngine(base.Engine):
         for j, s in enumerate(self.specs)
       )
     return features, splits, seeds_, states, present
+
+  def examples_size(self, total: int) -> int:
+    """Rows of the round function's concatenated examples for `total` examples (these; an
+    engine may pad them)."""
+    return total
 
   def round_result(
     self, clients, new_state, metrics, stats, non_finite, aggregator_metrics, new_states

@@ -60,7 +60,10 @@ client optimizer, or another model is refused in one line naming why
 """
 
 import collections
+from typing import Any
+from typing import NamedTuple
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -69,6 +72,7 @@ from tff_adaptive.core import local_loop
 from tff_adaptive.core import seeds
 from tff_adaptive.engines import config
 from tff_adaptive.engines import functional_model
+from tff_adaptive.engines import fused_loop
 from tff_adaptive.engines import inprocess
 from tff_adaptive.engines import stacked_steps
 
@@ -106,6 +110,11 @@ def _keras_parts(model: tff.learning.models.VariableModel):
   return keras_model, loss, model.get_metrics()
 
 
+def keras_model(algorithm: algorithm_base.Algorithm) -> tf.keras.Model:
+  """The Keras model of a fresh `algorithm.model_fn()` (refused as `check_supported` refuses)."""
+  return _keras_parts(algorithm.model_fn())[0]
+
+
 def check_algorithm_reason(algorithm: algorithm_base.Algorithm) -> str | None:
   """Why the engine cannot run `algorithm` (one line); None if it can."""
   reason = config.vectorised_refusal(algorithm.name, algorithm.client.optimizer.name)
@@ -129,8 +138,7 @@ def check_supported(algorithm: algorithm_base.Algorithm) -> None:
   """`check_algorithm`, then whether the algorithm's model has a batched form (builds one)."""
   check_algorithm(algorithm)
   try:
-    keras_model = _keras_parts(algorithm.model_fn())[0]
-    functional_model.FunctionalModel.from_keras(keras_model)
+    functional_model.FunctionalModel.from_keras(keras_model(algorithm))
   except functional_model.UnsupportedModelError as e:
     raise ValueError(f'--engine=vectorised: {e}') from None
 
@@ -148,6 +156,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     algorithm: algorithm_base.Algorithm,
     device: str | None = None,
     chunk_size: int | None = None,
+    fused: bool = False,
   ):
     """Checks that `algorithm` and its model are supported, then builds the workspace model.
 
@@ -157,6 +166,8 @@ class VectorisedEngine(inprocess.InProcessEngine):
       device: a TF device name; None lets TF place ops.
       chunk_size: train the round's clients this many at a time, grouped by their number of
         local steps (for clients of very unequal sizes); None: all at once.
+      fused: run the clients' local steps one after another in one XLA computation
+        (`fused_loop`) instead of side by side; `chunk_size` is then not read.
 
     Raises:
       ValueError: the algorithm, client optimizer or model is not supported (one line).
@@ -168,13 +179,27 @@ class VectorisedEngine(inprocess.InProcessEngine):
       raise ValueError(f'chunk_size must be a positive integer or None, got {chunk_size!r}')
     self.chunk_size = chunk_size
     super().__init__(algorithm, device=device)
-    keras_model, self._loss, self._metrics = _keras_parts(self._model)
-    self.functional = functional_model.FunctionalModel.from_keras(keras_model)
+    keras, self._loss, self._metrics = _keras_parts(self._model)
+    self.functional = functional_model.FunctionalModel.from_keras(keras)
     self._stepper = stacked_steps.build(algorithm.client.optimizer, algorithm.client_rule)
     with tf.Graph().as_default():  # the names of the client rule's statistics
       params = tuple(tf.zeros([1, *s.shape], s.dtype) for s in self.specs)
       state = self._stepper.init(params, self.specs, tf.constant(0.0), tf.constant(1))
       self._rule_statistics = tuple(self._stepper.statistics(state))
+    self.fused = None
+    self._fold_fn = None
+    if fused:
+      reason = fused_loop.refusal(algorithm, self.functional)
+      if reason is not None:
+        raise ValueError(f'fused local training: {reason}')
+      self.fused = fused_loop.FusedTraining(
+        self.functional.apply,
+        self.client_losses,
+        self.update_metrics,
+        self._stepper,
+        algorithm.transform_gradient if algorithm.transforms_gradient() else None,
+        algorithm.client.batch_size,
+      )
 
   # -- The round. ----------------------------------------------------------------------------
 
@@ -182,7 +207,31 @@ class VectorisedEngine(inprocess.InProcessEngine):
   # concatenated, row offsets, seeds, stored client states and whether each had one), and so is
   # its compiled function (`_build_round_fn`).
 
-  def _round(self, state, features, splits, seeds_, states, present):
+  def round_inputs(self, clients) -> tuple:
+    """The in-process engine's inputs; with the fused loop also every client's epoch
+    permutations as rows of the concatenated examples (`seeds.epoch_rows`, [E, sum n_i], E the
+    most epochs a client runs), computed on the host for all clients at once."""
+    inputs = super().round_inputs(clients)
+    if self.fused is None:
+      return inputs
+    splits, seeds_ = inputs[1], inputs[2]
+    epochs = self.algorithm.client.max_epochs or self.algorithm.client.epochs
+    rows = seeds.epoch_rows(np.diff(splits), epochs, seeds_)
+    padding = np.zeros((epochs, self.examples_size(len(rows[0])) - len(rows[0])), np.int32)
+    return (*inputs, np.concatenate([rows, padding], axis=1))
+
+  def examples_size(self, total: int) -> int:
+    """Rows of the concatenated examples for `total` examples: with the fused loop padded to
+    its bucket (`fused_loop.examples_bucket`), so that XLA compiles a handful of programs."""
+    return total if self.fused is None else fused_loop.examples_bucket(total)
+
+  def round_signature(self, state, *inputs) -> tuple:
+    signature = super().round_signature(state, *inputs[:5])
+    if self.fused is None:
+      return signature
+    return (*signature, tf.TensorSpec([inputs[5].shape[0], None], tf.int32))
+
+  def _round(self, state, features, splits, seeds_, states, present, rows=None):
     alg = self.algorithm
     x_t = state['model']
     lr = tf.cast(alg.client_lr_schedule(state['client_round']), tf.float32)
@@ -192,36 +241,69 @@ class VectorisedEngine(inprocess.InProcessEngine):
     num_clients = tf.shape(sizes)[0]
     client_states = self._entry_states(states, present, broadcast)
     (updates, passes, rule_stats, collected), steps = self._train_clients(
-      x_t, broadcast, client_states, features, splits, seeds_, lr
+      x_t, broadcast, client_states, features, splits, seeds_, lr, rows
     )
-    num_examples = tf.cast(sizes, tf.float32)
-    x_shared = tuple(x_t.trainable)
-
-    def client_output(i):
-      return alg.client_result(
-        algorithm_base.LocalResult(
-          update=tuple(u[i] for u in updates),
-          num_steps=steps[i],
-          stats=collections.OrderedDict(
-            [('local_steps', tf.cast(steps[i], tf.float32))]
-            + [(name, value[i]) for name, value in rule_stats.items()]
-          ),
-          num_examples=num_examples[i],
-          learning_rate=lr,
-          passes=collections.OrderedDict(
-            (name, algorithm_base.Evaluation(loss[i], tuple(g[i] for g in grads) or None))
-            for name, (loss, grads) in passes.items()
-          ),
-          broadcast=broadcast,
-          client_state=tuple(s[i] for s in client_states),
-          initial=x_shared,
-          epoch_means=tf.nest.map_structure(lambda t: t[i], collected),
-        )
-      )
-
+    per_client = _PerClient(
+      updates, steps, tf.cast(sizes, tf.float32), rule_stats, passes, client_states, collected
+    )
+    shared = (lr, broadcast, tuple(x_t.trainable))
     spec = self.output_spec(broadcast)
-    carry, new_states = self.fold_clients(state, spec, num_clients, client_output)
+    if self.fused is not None and not alg.aggregation.compressed:
+      carry, new_states = self._compiled_fold(state['aggregator'], spec, per_client, shared)
+    else:
+      carry, new_states = self.fold_clients(
+        state, spec, num_clients, lambda i: self._client_output(i, per_client, shared)
+      )
     return self.server_step(state, spec, num_clients, carry, new_states)
+
+  def _client_output(self, i, per_client, shared):
+    """Client i's `client_result` from the round's stacked per-client results."""
+    updates, steps, num_examples, rule_stats, passes, client_states, collected = per_client
+    lr, broadcast, x_shared = shared
+    return self.algorithm.client_result(
+      algorithm_base.LocalResult(
+        update=tuple(u[i] for u in updates),
+        num_steps=steps[i],
+        stats=collections.OrderedDict(
+          [('local_steps', tf.cast(steps[i], tf.float32))]
+          + [(name, value[i]) for name, value in rule_stats.items()]
+        ),
+        num_examples=num_examples[i],
+        learning_rate=lr,
+        passes=collections.OrderedDict(
+          (name, algorithm_base.Evaluation(loss[i], tuple(g[i] for g in grads) or None))
+          for name, (loss, grads) in passes.items()
+        ),
+        broadcast=broadcast,
+        client_state=tuple(s[i] for s in client_states),
+        initial=x_shared,
+        epoch_means=tf.nest.map_structure(lambda t: t[i], collected),
+      )
+    )
+
+  def _compiled_fold(self, aggregator_state, spec, per_client, shared):
+    """`fold_clients` compiled by XLA (with the fused loop; not for compressed aggregations,
+    whose random rotations XLA would draw otherwise): the clients' `client_result`s and the
+    aggregation's accumulation, padded to `fused_loop.bucket` clients. Returns what
+    `fold_clients` returns."""
+    num_clients = tf.shape(per_client.steps)[0]
+    slots = fused_loop.bucket(num_clients)
+    padded = tf.nest.map_structure(lambda t: fused_loop.pad_rows(t, slots), per_client)
+
+    def fold(aggregator_state, padded, shared, num_clients):
+      carry, new_states = self.fold_clients(
+        collections.OrderedDict(aggregator=aggregator_state),
+        spec,
+        num_clients,
+        lambda i: self._client_output(i, padded, shared),
+        slots=tf.shape(padded.steps)[0],
+      )
+      return carry, [ta.stack() for ta in new_states]
+
+    if self._fold_fn is None:
+      self._fold_fn = tf.function(fold, jit_compile=True, autograph=False)
+    carry, stacked = self._fold_fn(aggregator_state, padded, shared, num_clients)
+    return carry, [_Stacked(t[:num_clients]) for t in stacked]
 
   def output_spec(self, broadcast) -> algorithm_base.ClientOutput:
     """The structure of `client_result`'s output, traced once in a scratch graph."""
@@ -266,7 +348,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
       return tf.fill(tf.shape(seeds_)[:1], tf.constant(alg.client.epochs, tf.int32))
     return tf.map_fn(alg.client_epochs, seeds_, fn_output_signature=tf.int32)
 
-  def _train_clients(self, x_t, broadcast, client_states, features, splits, seeds_, lr):
+  def _train_clients(self, x_t, broadcast, client_states, features, splits, seeds_, lr, rows):
     """Every client's full passes and local training from x_t, side by side.
 
     Returns ((u_i stacked, {pass name: (F_i [K], grad F_i stacked or ())}), K_i). With
@@ -274,8 +356,21 @@ class VectorisedEngine(inprocess.InProcessEngine):
     descending, ties in client order), so that a chunk's lock-step length is close to each of
     its clients' own; the results come back in client order either way.
     """
-    steps, schedule = self.schedule(splits, seeds_)
     starts, sizes = splits[:-1], splits[1:] - splits[:-1]
+    if self.fused is not None:
+      steps_per_epoch = local_loop.steps_per_epoch(sizes, self.algorithm.client.batch_size)
+      steps = steps_per_epoch * self._client_epochs(seeds_)
+      passes = self._full_passes(x_t, broadcast, features, starts, sizes)
+      updates, statistics = self.fused(
+        x_t.trainable,
+        broadcast,
+        client_states,
+        features,
+        fused_loop.Clients(starts, sizes, steps, steps_per_epoch, rows, seeds_),
+        lr,
+      )
+      return (updates, passes, statistics, ()), steps
+    steps, schedule = self.schedule(splits, seeds_)
     num_clients = tf.shape(steps)[0]
     if self.chunk_size is None:
       outputs = self._train_chunk(
@@ -367,6 +462,14 @@ class VectorisedEngine(inprocess.InProcessEngine):
       tf.math.divide_no_nan(g, per_client(g)) for g in grad_sum
     )
 
+  def _full_passes(self, x_t, broadcast, features, starts, sizes):
+    """{pass name: (F_i [K], grad F_i stacked or ())} of the given clients."""
+    passes = collections.OrderedDict()
+    for name, full_pass in self.algorithm.full_passes().items():
+      point = tuple(broadcast) if full_pass.at_broadcast else x_t.trainable
+      passes[name] = self._full_pass(point, full_pass, features, starts, sizes)
+    return passes
+
   def _train_chunk(
     self, x_t, broadcast, client_states, features, starts, sizes, steps, schedule, seeds_, lr
   ):
@@ -374,10 +477,7 @@ class VectorisedEngine(inprocess.InProcessEngine):
     (their u_i stacked, {pass name: (F_i, grad F_i or ())})."""
     alg = self.algorithm
     num_clients = tf.shape(steps)[0]
-    passes = collections.OrderedDict()
-    for name, full_pass in alg.full_passes().items():
-      point = tuple(broadcast) if full_pass.at_broadcast else x_t.trainable
-      passes[name] = self._full_pass(point, full_pass, features, starts, sizes)
+    passes = self._full_passes(x_t, broadcast, features, starts, sizes)
     x_shared = tuple(x_t.trainable)
     params = self._stack(x_shared, num_clients)
     stepper = self._stepper
@@ -422,16 +522,14 @@ class VectorisedEngine(inprocess.InProcessEngine):
     statistics = collections.OrderedDict(stepper.statistics(opt_state))
     return updates, passes, statistics, collector.result(sums)
 
-  def schedule(self, splits, seeds_):
-    """K_i and every client's minibatches: (steps [K], (row of the concatenated examples [K, S,
-    B], valid [K, S, B])), S = max K_i. Step s of client i visits epoch e = s // ceil(n_i / B) of its
-    permutation, positions b B .. min(b B + B, n_i) - 1 for b = s mod ceil(n_i / B)."""
+  def permutations(self, splits, seeds_):
+    """K_i, ceil(n_i / B) and every client's epoch permutations: (steps [K], steps per epoch
+    [K], perms [K, E, n_max] of range(n_i), zero-padded), E the most epochs a client runs."""
     alg = self.algorithm
-    batch_size = alg.client.batch_size
     max_epochs = alg.client.max_epochs or alg.client.epochs
     sizes = splits[1:] - splits[:-1]
     n_max = tf.reduce_max(sizes)
-    steps_per_epoch = local_loop.steps_per_epoch(sizes, batch_size)
+    steps_per_epoch = local_loop.steps_per_epoch(sizes, alg.client.batch_size)
     steps = steps_per_epoch * self._client_epochs(seeds_)
 
     def permutations(args):
@@ -440,6 +538,16 @@ class VectorisedEngine(inprocess.InProcessEngine):
       return tf.pad(perms, [[0, 0], [0, n_max - n]])
 
     perms = tf.map_fn(permutations, (sizes, seeds_), fn_output_signature=tf.int32)
+    return steps, steps_per_epoch, perms
+
+  def schedule(self, splits, seeds_):
+    """K_i and every client's minibatches: (steps [K], (row of the concatenated examples [K, S,
+    B], valid [K, S, B])), S = max K_i. Step s of client i visits epoch e = s // ceil(n_i / B) of its
+    permutation, positions b B .. min(b B + B, n_i) - 1 for b = s mod ceil(n_i / B)."""
+    batch_size = self.algorithm.client.batch_size
+    steps, steps_per_epoch, perms = self.permutations(splits, seeds_)
+    max_epochs, n_max = tf.shape(perms)[1], tf.shape(perms)[2]
+    sizes = splits[1:] - splits[:-1]
     s = tf.range(tf.reduce_max(steps))[None, :]  # [1, S]
     per_epoch = tf.maximum(steps_per_epoch, 1)[:, None]
     epoch = tf.minimum(s // per_epoch, max_epochs - 1)  # [K, S]
@@ -481,6 +589,27 @@ class VectorisedEngine(inprocess.InProcessEngine):
         metric.update_state(y, predictions, sample_weight=tf.cast(valid, predictions.dtype))
       else:
         metric.update_state(tf.boolean_mask(y, valid), tf.boolean_mask(predictions, valid))
+
+
+class _PerClient(NamedTuple):
+  """The round's per-client results, stacked on a leading client axis."""
+
+  updates: tuple
+  steps: tf.Tensor
+  num_examples: tf.Tensor
+  rule_stats: collections.OrderedDict
+  passes: collections.OrderedDict
+  client_states: tuple
+  collected: Any
+
+
+class _Stacked(NamedTuple):
+  """Stacked new client states where `server_step` expects a TensorArray (`stack()`)."""
+
+  value: tf.Tensor
+
+  def stack(self) -> tf.Tensor:
+    return self.value
 
 
 class _EpochMeansCollector:

@@ -59,6 +59,27 @@ def prepare(path: str) -> str:
   return path
 
 
+def lock_holder(path: str) -> str | None:
+  """The pid (as written) of the process that holds the lock file `path`, None if none does
+  (or the file does not exist). Takes and drops the lock when it is free."""
+  try:
+    fd = os.open(path, os.O_RDWR)
+  except OSError:
+    return None
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError as e:
+    if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+      return None
+    with open(path) as f:
+      return f.read().strip() or 'another process'
+  else:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+  finally:
+    os.close(fd)
+
+
 class RunLock:
   """An exclusive lock on an experiment directory for the life of this process (or `release`)."""
 
