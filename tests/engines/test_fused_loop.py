@@ -32,9 +32,9 @@ def test_clients_pad_to_the_next_power_of_two():
   assert [int(fused_loop.bucket(tf.constant(n))) for n in sizes] == want
 
 
-def test_examples_pad_to_quarter_steps_between_powers_of_two():
-  sizes = [0, 64, 65, 80, 81, 127, 128, 1000, 1024, 1025, 17955, 20480, 20481]
-  want = [64, 64, 80, 80, 96, 128, 128, 1024, 1024, 1280, 20480, 20480, 24576]
+def test_examples_pad_to_the_next_power_of_two_of_at_least_64():
+  sizes = [0, 1, 64, 65, 128, 129, 1000, 1024, 1025, 17955]
+  want = [64, 64, 64, 128, 128, 256, 1024, 1024, 2048, 32768]
   assert [fused_loop.examples_bucket(n) for n in sizes] == want
 
 
