@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 
+from tff_adaptive.engines import fused_loop
+
 
 def dense_layers(keras_model: tf.keras.Model) -> list[str]:
   """Each Dense layer's activation ('relu' or 'linear'); raises ValueError for other models."""
@@ -48,10 +50,6 @@ def _pad(a: np.ndarray, size: int) -> np.ndarray:
   return np.concatenate([a, np.zeros((size - len(a),) + a.shape[1:], a.dtype)])
 
 
-def _bucket(n: int) -> int:
-  return max(64, 1 << max(0, int(n) - 1).bit_length())
-
-
 class StepTable(collections.namedtuple('StepTable', 'steps rows valid weights')):
   """A round's local steps in client order, padded (module docstring)."""
 
@@ -62,7 +60,7 @@ def step_table(engine, features, splits, seeds_) -> StepTable:
   steps, rows, valid = steps.numpy(), rows.numpy(), valid.numpy()
   client = np.repeat(np.arange(len(steps)), steps).astype(np.int32)
   step = np.concatenate([np.arange(k) for k in steps]).astype(np.int32)
-  size = _bucket(len(client))
+  size = fused_loop.examples_bucket(len(client))
   del features
   return StepTable(
     steps.astype(np.int32),
@@ -120,8 +118,8 @@ class JaxFloor:
   def __call__(self, x_t, x, y, table: StepTable):
     """x_{t+1} (NumPy) after one round from x_t on the clients' examples (x, y) by `table`."""
     num_clients = len(table.weights)
-    slots = _bucket(num_clients)
-    rows = _bucket(len(x))
+    slots = fused_loop.examples_bucket(num_clients)
+    rows = fused_loop.examples_bucket(len(x))
     updates = self._round(
       tuple(jnp.asarray(w) for w in x_t),
       jnp.asarray(_pad(x, rows)),
@@ -178,8 +176,8 @@ class TfLoopFloor:
   def __call__(self, x_t, x, y, table: StepTable):
     new = self._round(
       tuple(tf.constant(w) for w in x_t),
-      tf.constant(_pad(x, _bucket(len(x)))),
-      tf.constant(_pad(y, _bucket(len(y)))),
+      tf.constant(_pad(x, fused_loop.examples_bucket(len(x)))),
+      tf.constant(_pad(y, fused_loop.examples_bucket(len(y)))),
       tf.constant(table.steps),
       tf.constant(table.rows),
       tf.constant(table.valid),

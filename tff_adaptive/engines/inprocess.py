@@ -241,8 +241,7 @@ class InProcessEngine(base.Engine):
   def fold_clients(self, state, spec, num_clients, client_output, slots=None):
     """Folds `client_output(i)` (a `ClientOutput`) over i = 0..num_clients-1 in order: the
     aggregation's accumulator, the w-weighted sum of extras, sum w_i, and the statistics' sum,
-    min and max; and each client's new state in a TensorArray (of `slots` elements, default
-    num_clients)."""
+    min and max; and the clients' new states, stacked (`slots` of them, default num_clients)."""
     alg = self.algorithm
 
     def fold(carry, out):
@@ -280,7 +279,7 @@ class InProcessEngine(base.Engine):
     _, carry, new_states = tf.while_loop(
       lambda i, *_: i < num_clients, body, (tf.constant(0), carry, new_states)
     )
-    return carry, new_states
+    return carry, [ta.stack() for ta in new_states]
 
   def server_step(self, state, spec, num_clients, carry, new_states):
     """g_t from the fold, x_{t+1} = ServerOpt(x_t, g_t), the extra server state, and the
@@ -305,7 +304,6 @@ class InProcessEngine(base.Engine):
       stats[f'{name}_min'] = stat_min[name]
       stats[f'{name}_max'] = stat_max[name]
     metrics = self._model.report_local_unfinalized_metrics()
-    new_states = [ta.stack() for ta in new_states]
     return new_state, metrics, stats, non_finite, aggregator_metrics, new_states
 
   def state_spec(self, state) -> Any:

@@ -291,19 +291,18 @@ class VectorisedEngine(inprocess.InProcessEngine):
     padded = tf.nest.map_structure(lambda t: fused_loop.pad_rows(t, slots), per_client)
 
     def fold(aggregator_state, padded, shared, num_clients):
-      carry, new_states = self.fold_clients(
+      return self.fold_clients(
         collections.OrderedDict(aggregator=aggregator_state),
         spec,
         num_clients,
         lambda i: self._client_output(i, padded, shared),
         slots=tf.shape(padded.steps)[0],
       )
-      return carry, [ta.stack() for ta in new_states]
 
     if self._fold_fn is None:
       self._fold_fn = tf.function(fold, jit_compile=True, autograph=False)
     carry, stacked = self._fold_fn(aggregator_state, padded, shared, num_clients)
-    return carry, [_Stacked(t[:num_clients]) for t in stacked]
+    return carry, [t[:num_clients] for t in stacked]
 
   def output_spec(self, broadcast) -> algorithm_base.ClientOutput:
     """The structure of `client_result`'s output, traced once in a scratch graph."""
@@ -601,15 +600,6 @@ class _PerClient(NamedTuple):
   passes: collections.OrderedDict
   client_states: tuple
   collected: Any
-
-
-class _Stacked(NamedTuple):
-  """Stacked new client states where `server_step` expects a TensorArray (`stack()`)."""
-
-  value: tf.Tensor
-
-  def stack(self) -> tf.Tensor:
-    return self.value
 
 
 class _EpochMeansCollector:
